@@ -1,0 +1,215 @@
+//! The relay's BullMQ sink: each outbox row becomes `queue(topic).add(event,
+//! payload, { jobId: event_id })`, the same job Node's `queue.add` makes.
+//!
+//! Idempotence comes from BullMQ itself: adding a jobId that exists is a no-op,
+//! so a batch republished after a relay crash creates no second job (as long
+//! as completed jobs are kept longer than a relay takes to restart; see README).
+//! Order comes from publishing in waves (one event per key per wave, awaited).
+
+use crate::{BullmqConfig, PayloadPolicy};
+use bullmq::redis_connection::RedisConnection;
+use bullmq::{options::RedisConnectionOptions, Queue, QueueOptions};
+use postbox_relay::{waves, Delivery, OutboxEvent, Sink, SinkError};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use tokio::sync::Mutex;
+
+/// Publishes outbox events as BullMQ jobs.
+pub struct BullmqSink {
+    config: BullmqConfig,
+    /// Opened on first use, so the relay starts (and keeps rows safe) while Redis is down.
+    conn: Mutex<Option<RedisConnection>>,
+    queues: Mutex<HashMap<String, Arc<Queue>>>,
+}
+
+impl BullmqSink {
+    /// A sink with `config` (validated here). Does not connect yet.
+    pub fn new(config: BullmqConfig) -> Result<Self, postbox_relay::ConfigError> {
+        config.validate()?;
+        Ok(BullmqSink {
+            config,
+            conn: Mutex::new(None),
+            queues: Mutex::new(HashMap::new()),
+        })
+    }
+
+    async fn connection(&self) -> Result<RedisConnection, SinkError> {
+        let mut slot = self.conn.lock().await;
+        if let Some(c) = slot.as_ref() {
+            return Ok(c.clone());
+        }
+        let opts = RedisConnectionOptions {
+            url: self.config.redis_url.expose().to_owned(),
+            ..Default::default()
+        };
+        let conn = RedisConnection::new_managed_only(&opts)
+            .await
+            .map_err(|e| {
+                classify(
+                    e,
+                    &format!("cannot connect to Redis at {}", self.config.redis_url),
+                )
+            })?;
+        *slot = Some(conn.clone());
+        Ok(conn)
+    }
+
+    async fn queue(&self, name: &str) -> Result<Arc<Queue>, SinkError> {
+        if let Some(q) = self.queues.lock().await.get(name) {
+            return Ok(q.clone());
+        }
+        let conn = self.connection().await?;
+        let opts = QueueOptions {
+            prefix: self.config.prefix.clone(),
+            ..Default::default()
+        };
+        let q = Arc::new(
+            Queue::with_connection(name, conn, opts)
+                .await
+                .map_err(|e| classify(e, &format!("cannot open BullMQ queue {name:?}")))?,
+        );
+        self.queues.lock().await.insert(name.to_owned(), q.clone());
+        Ok(q)
+    }
+
+    /// Refuse what BullMQ cannot or should not take, with a reason naming the fix.
+    fn check_event(&self, e: &OutboxEvent) -> Result<(), SinkError> {
+        if e.topic.contains(':') {
+            return Err(SinkError::rejected(format!(
+                "topic {:?} is not a valid BullMQ queue name (it contains ':')",
+                e.topic
+            )));
+        }
+        if self.config.payload == PayloadPolicy::Object && !e.payload.is_object() {
+            return Err(SinkError::rejected(format!(
+                "payload is {}, but BullMQ job data must be a JSON object (set bullmq.payload = \"any\" to allow it)",
+                kind(&e.payload)
+            )));
+        }
+        let size = serde_json::to_vec(&e.payload)
+            .map(|v| v.len())
+            .unwrap_or(usize::MAX);
+        if size > self.config.max_job_bytes {
+            return Err(SinkError::rejected(format!(
+                "payload is {size} bytes, over bullmq.max_job_bytes ({})",
+                self.config.max_job_bytes
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+/// Transient unless the error is about this job itself: only a failure that
+/// another attempt cannot fix may consume attempts and dead-letter a row.
+fn classify(e: bullmq::Error, context: &str) -> SinkError {
+    use bullmq::Error as E;
+    let message = format!("{context}: {e}");
+    let rejected = match &e {
+        E::Serialization(_) | E::InvalidConfig(_) | E::MsgPack(_) | E::Script { .. } => true,
+        // Connection-level and server-state errors (LOADING, READONLY, OOM,
+        // BUSY, ...) pass; only a plain `ERR` reply to our script (this job
+        // itself was refused) is a rejection.
+        E::Redis(r) => {
+            !(r.is_io_error()
+                || r.is_timeout()
+                || r.is_connection_dropped()
+                || r.is_connection_refusal())
+                && matches!(r.code(), Some("ERR") | Some("WRONGTYPE"))
+        }
+        _ => false,
+    };
+    if rejected {
+        SinkError::Rejected {
+            message,
+            source: Some(Box::new(e)),
+        }
+    } else {
+        SinkError::Transient {
+            message,
+            source: Some(Box::new(e)),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Sink for BullmqSink {
+    fn name(&self) -> &'static str {
+        "bullmq"
+    }
+
+    async fn publish(&self, batch: &[OutboxEvent]) -> Vec<Delivery> {
+        let mut results: Vec<Option<Delivery>> = batch.iter().map(|_| None).collect();
+        let mut stopped: HashSet<&str> = HashSet::new();
+        let mut broker_down = false;
+        for wave in waves(batch) {
+            let mut adds = Vec::new();
+            for i in wave {
+                let e = &batch[i];
+                let key = e.key.as_deref();
+                if broker_down || key.is_some_and(|k| stopped.contains(k)) {
+                    results[i] = Some(Delivery::Failed(SinkError::NotAttempted));
+                    continue;
+                }
+                let queue = match self.check_event(e) {
+                    Ok(()) => self.queue(&e.topic).await,
+                    Err(err) => Err(err),
+                };
+                match queue {
+                    Ok(q) => adds.push(async move {
+                        let r = q
+                            .add(&e.event, &e.payload)
+                            .job_id(e.event_id.to_string())
+                            .await;
+                        (i, r)
+                    }),
+                    Err(err) => {
+                        if let Some(k) = key {
+                            stopped.insert(k);
+                        }
+                        broker_down |= matches!(err, SinkError::Transient { .. });
+                        results[i] = Some(Delivery::Failed(err));
+                    }
+                }
+            }
+            for (i, r) in futures::future::join_all(adds).await {
+                results[i] = Some(match r {
+                    Ok(_) => Delivery::Delivered,
+                    Err(err) => {
+                        if let Some(k) = batch[i].key.as_deref() {
+                            stopped.insert(k);
+                        }
+                        let err = classify(
+                            err,
+                            &format!(
+                                "adding job {} to queue {:?}",
+                                batch[i].event_id, batch[i].topic
+                            ),
+                        );
+                        broker_down |= matches!(err, SinkError::Transient { .. });
+                        Delivery::Failed(err)
+                    }
+                });
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or(Delivery::Failed(SinkError::NotAttempted)))
+            .collect()
+    }
+
+    async fn check(&self) -> Result<(), SinkError> {
+        let conn = self.connection().await?;
+        conn.ping().await.map_err(|e| classify(e, "Redis PING"))
+    }
+}

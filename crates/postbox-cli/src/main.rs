@@ -1,0 +1,112 @@
+//! `postbox`: migrate schemas, run the relay, run the demo and the benchmark.
+
+mod bench;
+mod demo;
+mod migrate;
+mod relay;
+mod settings;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use std::process::ExitCode;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Parser)]
+#[command(name = "postbox", version, about = "Transactional outbox and inbox for PostgreSQL", long_about = None)]
+struct Cli {
+    /// Log format. Log level comes from RUST_LOG (default: info).
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "text",
+        env = "POSTBOX_LOG_FORMAT"
+    )]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create or upgrade the outbox, dead-letter and inbox tables in a schema.
+    Migrate(migrate::Args),
+    /// Run the relay daemon: move committed outbox events to BullMQ.
+    Relay(Box<relay::Args>),
+    /// Quick demo: produce events, relay them to BullMQ, consume them through the inbox.
+    Demo(demo::Args),
+    /// Benchmark relay drain rate against the SQL-only claim+mark rate.
+    Bench(bench::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logs(cli.log_format);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let result = rt.block_on(async move {
+        match cli.command {
+            Command::Migrate(a) => migrate::run(a).await,
+            Command::Relay(a) => relay::run(*a, shutdown_signal()).await,
+            Command::Demo(a) => demo::run(a).await,
+            Command::Bench(a) => bench::run(a).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let mut msg = format!("error: {e}");
+            let mut src = e.source();
+            while let Some(s) = src {
+                let s_str = s.to_string();
+                if !msg.contains(&s_str) {
+                    msg.push_str(&format!("\n  caused by: {s_str}"));
+                }
+                src = s.source();
+            }
+            eprintln!("{msg}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Boxed error for the commands: each one already says what to do.
+pub type CliError = Box<dyn std::error::Error + Send + Sync>;
+
+fn init_logs(format: LogFormat) {
+    use tracing_subscriber::EnvFilter;
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+/// One token for the whole process, cancelled by SIGTERM or SIGINT.
+fn shutdown_signal() -> CancellationToken {
+    let token = CancellationToken::new();
+    let t = token.clone();
+    tokio::spawn(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+        let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM: finishing the batch in flight, then stopping"),
+            _ = int.recv() => tracing::info!("SIGINT: finishing the batch in flight, then stopping"),
+            _ = t.cancelled() => return,
+        }
+        t.cancel();
+    });
+    token
+}

@@ -1,0 +1,59 @@
+//! `postbox migrate`.
+
+use crate::CliError;
+use postbox::migrate::{self, Notify};
+use postbox::SchemaName;
+use sqlx::Connection;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// PostgreSQL URL.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    database_url: Option<String>,
+    /// Schema to create or upgrade (repeat for several). Validated against ^[a-z_][a-z0-9_]{0,62}$.
+    #[arg(long = "schema", required = true)]
+    schemas: Vec<String>,
+    /// Relay wake-up: `statement` (a statement-level NOTIFY trigger) or `off` (polling only).
+    #[arg(long, default_value = "statement")]
+    notify: Notify,
+    /// Print the SQL instead of applying it (for your own migration tool).
+    #[arg(long)]
+    print: bool,
+}
+
+pub async fn run(a: Args) -> Result<(), CliError> {
+    // Validate every name before any SQL is built or any connection opened.
+    let schemas = a
+        .schemas
+        .iter()
+        .map(|s| SchemaName::new(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    if a.print {
+        for s in &schemas {
+            println!("CREATE SCHEMA IF NOT EXISTS {s};");
+            for m in migrate::migrations(s) {
+                println!(
+                    "-- {} (version {}, checksum {})\n{}",
+                    m.name, m.version, m.checksum, m.sql
+                );
+            }
+        }
+        return Ok(());
+    }
+    let url = a
+        .database_url
+        .ok_or("no database: pass --database-url or set DATABASE_URL")?;
+    let redacted = postbox_relay::Secret::new(url.clone()).redacted();
+    let mut conn = sqlx::PgConnection::connect(&url)
+        .await
+        .map_err(|e| format!("cannot connect to PostgreSQL at {redacted}: {e}"))?;
+    for s in &schemas {
+        let r = migrate::run(&mut conn, s, a.notify).await?;
+        if r.applied.is_empty() {
+            println!("schema {s}: up to date (migrations {:?})", r.already);
+        } else {
+            println!("schema {s}: applied migrations {:?}", r.applied);
+        }
+    }
+    Ok(())
+}

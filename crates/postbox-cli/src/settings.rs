@@ -1,0 +1,145 @@
+//! The relay's settings file, layered: defaults < file < environment < flags.
+
+use crate::CliError;
+use humantime_serde::re::humantime;
+use postbox_bullmq::{BullmqConfig, PayloadPolicy};
+use postbox_relay::{Config, Secret};
+use serde::Deserialize;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The whole config file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    /// `[relay]`: see [`postbox_relay::Config`].
+    pub relay: Config,
+    /// `[bullmq]`: see [`postbox_bullmq::BullmqConfig`].
+    pub bullmq: BullmqConfig,
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 500ms, 2s, 5m)"))
+}
+
+/// Flags of `postbox relay`; each also reads the environment variable shown.
+#[derive(clap::Args, Debug)]
+pub struct Overrides {
+    /// TOML config file with [relay] and [bullmq] sections (see README).
+    #[arg(long, short, env = "POSTBOX_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// PostgreSQL URL (required). Falls back to DATABASE_URL.
+    #[arg(long, env = "POSTBOX_DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Schemas to relay, comma-separated [default: postbox].
+    #[arg(long, env = "POSTBOX_SCHEMAS", value_delimiter = ',')]
+    pub schemas: Option<Vec<String>>,
+    /// Worker sessions per schema, each owning a share of the 64 partitions [default: 4].
+    #[arg(long, env = "POSTBOX_WORKERS")]
+    pub workers: Option<usize>,
+    /// Rows claimed per batch [default: 500].
+    #[arg(long, env = "POSTBOX_BATCH_SIZE")]
+    pub batch_size: Option<i64>,
+    /// Fallback poll period when no NOTIFY arrives [default: 1s].
+    #[arg(long, env = "POSTBOX_POLL_INTERVAL", value_parser = duration)]
+    pub poll_interval: Option<Duration>,
+    /// How often partitions are rebalanced between relay instances [default: 1s].
+    #[arg(long, env = "POSTBOX_REBALANCE_INTERVAL", value_parser = duration)]
+    pub rebalance_interval: Option<Duration>,
+    /// Longest wait for the broker to acknowledge a batch [default: 10s].
+    #[arg(long, env = "POSTBOX_PUBLISH_TIMEOUT", value_parser = duration)]
+    pub publish_timeout: Option<Duration>,
+    /// First backoff after a transient broker/database failure [default: 100ms].
+    #[arg(long, env = "POSTBOX_BACKOFF_MIN", value_parser = duration)]
+    pub backoff_min: Option<Duration>,
+    /// Longest backoff after transient failures [default: 5s].
+    #[arg(long, env = "POSTBOX_BACKOFF_MAX", value_parser = duration)]
+    pub backoff_max: Option<Duration>,
+    /// Poison failures before an event is dead-lettered [default: 10].
+    #[arg(long, env = "POSTBOX_MAX_ATTEMPTS")]
+    pub max_attempts: Option<i32>,
+    /// First retry delay after a poison failure [default: 1s].
+    #[arg(long, env = "POSTBOX_RETRY_BASE", value_parser = duration)]
+    pub retry_base: Option<Duration>,
+    /// Longest retry delay after poison failures [default: 5m].
+    #[arg(long, env = "POSTBOX_RETRY_MAX", value_parser = duration)]
+    pub retry_max: Option<Duration>,
+    /// Redis URL for BullMQ (redis:// or rediss://) [default: redis://127.0.0.1:6379]. Falls back to REDIS_URL.
+    #[arg(long, env = "POSTBOX_REDIS_URL", hide_env_values = true)]
+    pub redis_url: Option<String>,
+    /// BullMQ key prefix [default: bull].
+    #[arg(long, env = "POSTBOX_BULLMQ_PREFIX")]
+    pub bullmq_prefix: Option<String>,
+    /// Accepted BullMQ job data: object or any [default: object].
+    #[arg(long, env = "POSTBOX_BULLMQ_PAYLOAD", value_parser = parse_payload)]
+    pub bullmq_payload: Option<PayloadPolicy>,
+    /// Largest BullMQ job data in bytes [default: 1048576].
+    #[arg(long, env = "POSTBOX_BULLMQ_MAX_JOB_BYTES")]
+    pub bullmq_max_job_bytes: Option<usize>,
+}
+
+fn parse_payload(s: &str) -> Result<PayloadPolicy, String> {
+    match s {
+        "object" => Ok(PayloadPolicy::Object),
+        "any" => Ok(PayloadPolicy::Any),
+        _ => Err(format!("{s:?}: use object or any")),
+    }
+}
+
+impl Settings {
+    /// Load the file (if any) and apply the overrides. Validation happens in
+    /// the relay and sink constructors, once.
+    pub fn load(o: &Overrides) -> Result<Settings, CliError> {
+        let mut s = match &o.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read config file {}: {e}", path.display()))?;
+                toml::from_str::<Settings>(&text)
+                    .map_err(|e| format!("invalid config file {}: {e}", path.display()))?
+            }
+            None => Settings::default(),
+        };
+        let r = &mut s.relay;
+        if let Some(v) = &o.database_url {
+            r.database_url = Secret::new(v.clone());
+        } else if r.database_url.expose().is_empty() {
+            if let Ok(v) = std::env::var("DATABASE_URL") {
+                r.database_url = Secret::new(v);
+            }
+        }
+        macro_rules! set {
+            ($($field:ident),*) => { $( if let Some(v) = o.$field.clone() { r.$field = v; } )* };
+        }
+        set!(
+            schemas,
+            workers,
+            batch_size,
+            poll_interval,
+            rebalance_interval,
+            publish_timeout,
+            backoff_min,
+            backoff_max,
+            max_attempts,
+            retry_base,
+            retry_max
+        );
+        let b = &mut s.bullmq;
+        if let Some(v) = &o.redis_url {
+            b.redis_url = Secret::new(v.clone());
+        } else if o.config.is_none() || b.redis_url == BullmqConfig::default().redis_url {
+            if let Ok(v) = std::env::var("REDIS_URL") {
+                b.redis_url = Secret::new(v);
+            }
+        }
+        if let Some(v) = &o.bullmq_prefix {
+            b.prefix = v.clone();
+        }
+        if let Some(v) = o.bullmq_payload {
+            b.payload = v;
+        }
+        if let Some(v) = o.bullmq_max_job_bytes {
+            b.max_job_bytes = v;
+        }
+        Ok(s)
+    }
+}

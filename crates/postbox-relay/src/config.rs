@@ -1,0 +1,254 @@
+//! The relay's settings: one typed struct, each field with its default,
+//! validated once at start-up. The CLI layers file < environment < flags on it.
+
+use postbox::SchemaName;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::time::Duration;
+
+/// A connection URL that may carry a password. `Debug`/`Display` show it with
+/// the password replaced by `***`, so it is safe in logs and errors.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wrap a URL.
+    pub fn new(s: impl Into<String>) -> Self {
+        Secret(s.into())
+    }
+    /// The real value, for the client library only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+    /// The value with any password replaced by `***`.
+    pub fn redacted(&self) -> String {
+        redact_url(&self.0)
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.redacted())
+    }
+}
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.redacted())
+    }
+}
+
+/// `scheme://user:pass@host/...` → `scheme://user:***@host/...`; also
+/// `password=...` query parameters.
+pub fn redact_url(url: &str) -> String {
+    let mut out = url.to_owned();
+    if let Some(scheme_end) = out.find("://") {
+        let rest_start = scheme_end + 3;
+        let authority_end = out[rest_start..]
+            .find(['/', '?', '#'])
+            .map_or(out.len(), |i| rest_start + i);
+        if let Some(at) = out[rest_start..authority_end].rfind('@') {
+            let userinfo = &out[rest_start..rest_start + at];
+            if let Some(colon) = userinfo.find(':') {
+                out.replace_range(rest_start + colon + 1..rest_start + at, "***");
+            }
+        }
+    }
+    if let Some(q) = out.find('?') {
+        let (head, query) = out.split_at(q + 1);
+        let redacted: Vec<String> = query
+            .split('&')
+            .map(|kv| match kv.split_once('=') {
+                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                _ => kv.to_owned(),
+            })
+            .collect();
+        out = format!("{head}{}", redacted.join("&"));
+    }
+    out
+}
+
+/// Relay settings (the `[relay]`-level keys of the config file).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// PostgreSQL URL. Default: none (required). Env: `POSTBOX_DATABASE_URL` or `DATABASE_URL`.
+    pub database_url: Secret,
+    /// Schemas whose outbox this relay serves. Default: `["postbox"]`.
+    pub schemas: Vec<String>,
+    /// Worker sessions per schema; each owns a share of the 64 partitions. Default: 4.
+    pub workers: usize,
+    /// Rows claimed per batch. Default: 500.
+    pub batch_size: i64,
+    /// Fallback poll period when no NOTIFY arrives. Default: 1s.
+    #[serde(with = "humantime_serde")]
+    pub poll_interval: Duration,
+    /// How often workers re-count relay members and rebalance partitions. Default: 1s.
+    #[serde(with = "humantime_serde")]
+    pub rebalance_interval: Duration,
+    /// Longest wait for the broker to acknowledge one batch; past it the batch
+    /// is treated as a transient failure. Default: 10s.
+    #[serde(with = "humantime_serde")]
+    pub publish_timeout: Duration,
+    /// First backoff after a transient failure (broker or database down). Default: 100ms.
+    #[serde(with = "humantime_serde")]
+    pub backoff_min: Duration,
+    /// Longest backoff after transient failures. Default: 5s.
+    #[serde(with = "humantime_serde")]
+    pub backoff_max: Duration,
+    /// Poison failures before a row moves to the dead-letter table. Default: 10.
+    pub max_attempts: i32,
+    /// First retry delay after a poison failure. Default: 1s.
+    #[serde(with = "humantime_serde")]
+    pub retry_base: Duration,
+    /// Longest retry delay after poison failures. Default: 5m.
+    #[serde(with = "humantime_serde")]
+    pub retry_max: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            database_url: Secret::default(),
+            schemas: vec![postbox::DEFAULT_SCHEMA.to_owned()],
+            workers: 4,
+            batch_size: 500,
+            poll_interval: Duration::from_secs(1),
+            rebalance_interval: Duration::from_secs(1),
+            publish_timeout: Duration::from_secs(10),
+            backoff_min: Duration::from_millis(100),
+            backoff_max: Duration::from_secs(5),
+            max_attempts: 10,
+            retry_base: Duration::from_secs(1),
+            retry_max: Duration::from_secs(300),
+        }
+    }
+}
+
+/// A setting that cannot work.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid relay setting `{field}`: {reason}")]
+pub struct ConfigError {
+    /// The setting's name as in the config file.
+    pub field: &'static str,
+    /// Why, and what to do.
+    pub reason: String,
+}
+
+impl Config {
+    /// Check every field; returns the validated schema names.
+    pub fn validate(&self) -> Result<Vec<SchemaName>, ConfigError> {
+        let err = |field, reason: String| Err(ConfigError { field, reason });
+        if self.database_url.expose().is_empty() {
+            return err(
+                "database_url",
+                "missing: pass --database-url or set POSTBOX_DATABASE_URL / DATABASE_URL".into(),
+            );
+        }
+        if !self.database_url.expose().starts_with("postgres://")
+            && !self.database_url.expose().starts_with("postgresql://")
+        {
+            return err(
+                "database_url",
+                format!(
+                    "{} is not a postgres:// or postgresql:// URL",
+                    self.database_url
+                ),
+            );
+        }
+        if self.schemas.is_empty() {
+            return err("schemas", "empty: name at least one schema".into());
+        }
+        let mut schemas = Vec::new();
+        for s in &self.schemas {
+            match SchemaName::new(s) {
+                Ok(s) if schemas.contains(&s) => {
+                    return err("schemas", format!("{s:?} is listed twice"))
+                }
+                Ok(s) => schemas.push(s),
+                Err(e) => return err("schemas", e.to_string()),
+            }
+        }
+        if !(1..=64).contains(&self.workers) {
+            return err("workers", format!("{} is outside 1..=64", self.workers));
+        }
+        if !(1..=100_000).contains(&self.batch_size) {
+            return err(
+                "batch_size",
+                format!("{} is outside 1..=100000", self.batch_size),
+            );
+        }
+        if self.max_attempts < 1 {
+            return err(
+                "max_attempts",
+                format!("{} must be at least 1", self.max_attempts),
+            );
+        }
+        for (field, d) in [
+            ("poll_interval", self.poll_interval),
+            ("rebalance_interval", self.rebalance_interval),
+            ("publish_timeout", self.publish_timeout),
+            ("backoff_min", self.backoff_min),
+            ("backoff_max", self.backoff_max),
+            ("retry_base", self.retry_base),
+            ("retry_max", self.retry_max),
+        ] {
+            if d.is_zero() {
+                return err(field, "must be greater than zero".into());
+            }
+        }
+        if self.backoff_min > self.backoff_max {
+            return err("backoff_min", "is greater than backoff_max".into());
+        }
+        if self.retry_base > self.retry_max {
+            return err("retry_base", "is greater than retry_max".into());
+        }
+        Ok(schemas)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_passwords() {
+        assert_eq!(
+            redact_url("postgres://u:hunter2@h:5432/db?sslmode=require"),
+            "postgres://u:***@h:5432/db?sslmode=require"
+        );
+        assert_eq!(redact_url("redis://:pw@h:6379"), "redis://:***@h:6379");
+        assert_eq!(
+            redact_url("postgres://h/db?user=u&password=pw"),
+            "postgres://h/db?user=u&password=***"
+        );
+        assert_eq!(redact_url("redis://h:6379"), "redis://h:6379");
+        let s = Secret::new("postgres://u:canary-pw@h/db");
+        assert!(!format!("{s} {s:?}").contains("canary-pw"));
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let mut c = Config {
+            database_url: Secret::new("postgres://h/db"),
+            ..Config::default()
+        };
+        assert!(c.validate().is_ok());
+        c.schemas = vec!["Bad".into()];
+        let e = c.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("`schemas`") && e.contains("invalid schema name"),
+            "{e}"
+        );
+        c.schemas = vec!["ok".into()];
+        c.batch_size = 0;
+        assert!(c.validate().unwrap_err().to_string().contains("batch_size"));
+        c.batch_size = 10;
+        c.database_url = Secret::new("mysql://x");
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("database_url"));
+    }
+}

@@ -1,0 +1,26 @@
+//! The postbox relay: moves committed outbox rows to a broker, per-key ordered,
+//! holding nothing unsent only in memory.
+//!
+//! Loop per worker (DESIGN.md §4): wake (NOTIFY or poll) → claim a batch of the
+//! partitions it owns (`FOR UPDATE`) → publish through a [`Sink`] and await the
+//! broker's acknowledgement → mark sent / record failures → COMMIT. A crash at
+//! any point leaves the rows in the outbox; the next owner republishes them and
+//! the event id makes that idempotent.
+
+mod backoff;
+mod config;
+mod ordering;
+mod partitions;
+mod relay;
+mod sink;
+mod stats;
+mod wake;
+mod worker;
+
+pub use backoff::Backoff;
+pub use config::{Config, ConfigError, Secret};
+pub use ordering::waves;
+pub use partitions::target_share;
+pub use relay::{Relay, RelayError};
+pub use sink::{BoxError, Delivery, OutboxEvent, Sink, SinkError};
+pub use stats::{Stats, StatsSnapshot};

@@ -1,0 +1,118 @@
+//! The relay as a whole: one listener plus `workers` worker sessions per schema,
+//! all stopped by one shutdown token.
+
+use crate::{wake, worker::Worker, Config, ConfigError, Sink, Stats};
+use sqlx::Connection;
+use std::collections::HashMap;
+use std::sync::Arc;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+/// Why the relay could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    /// Bad configuration.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The database could not be reached at start-up.
+    #[error("cannot connect to PostgreSQL at {url}: {source}. Check the URL, that the server runs, and the credentials")]
+    Connect {
+        /// Redacted URL.
+        url: String,
+        /// The driver's error.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// A configured schema has no outbox.
+    #[error(transparent)]
+    Schema(#[from] postbox::Error),
+}
+
+/// A configured relay, ready to [`run`](Relay::run).
+pub struct Relay {
+    config: Config,
+    sink: Arc<dyn Sink>,
+    stats: Arc<Stats>,
+}
+
+impl Relay {
+    /// Validate `config` and build a relay publishing to `sink`.
+    pub fn new(config: Config, sink: Arc<dyn Sink>) -> Result<Self, RelayError> {
+        config.validate()?;
+        Ok(Relay {
+            config,
+            sink,
+            stats: Arc::new(Stats::default()),
+        })
+    }
+
+    /// Counters shared with the running workers.
+    pub fn stats(&self) -> Arc<Stats> {
+        self.stats.clone()
+    }
+
+    /// Check that the database answers and every schema is migrated. `run`
+    /// calls this first; a failure here is a configuration problem, not
+    /// something to retry.
+    pub async fn preflight(&self) -> Result<(), RelayError> {
+        let url = &self.config.database_url;
+        let mut conn = sqlx::PgConnection::connect(url.expose())
+            .await
+            .map_err(|source| RelayError::Connect {
+                url: url.redacted(),
+                source,
+            })?;
+        for schema in self.config.validate()? {
+            postbox::migrate::ensure_migrated(&mut conn, &schema).await?;
+        }
+        let _ = conn.close().await;
+        Ok(())
+    }
+
+    /// Run until `shutdown` is cancelled: each worker then finishes the batch in
+    /// flight, commits, releases its partitions and returns.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), RelayError> {
+        self.preflight().await?;
+        let schemas = self.config.validate()?;
+        let config = Arc::new(self.config);
+        let mut tasks = JoinSet::new();
+        let mut wakers = HashMap::new();
+        for schema in &schemas {
+            let (tx, rx) = watch::channel(0u64);
+            wakers.insert(schema.to_string(), tx);
+            for n in 0..config.workers {
+                let worker = Worker::new(
+                    config.clone(),
+                    schema.clone(),
+                    n,
+                    self.sink.clone(),
+                    self.stats.clone(),
+                    rx.clone(),
+                    shutdown.clone(),
+                );
+                tasks.spawn(worker.run());
+            }
+        }
+        tasks.spawn(wake::listen(
+            config.database_url.clone(),
+            wakers,
+            shutdown.clone(),
+        ));
+        tracing::info!(
+            schemas = ?schemas,
+            workers = config.workers,
+            sink = self.sink.name(),
+            "relay started"
+        );
+        while let Some(res) = tasks.join_next().await {
+            if let Err(e) = res {
+                // A panicking worker must not leave the others running headless.
+                tracing::error!(error = %e, "relay task failed; shutting down");
+                shutdown.cancel();
+            }
+        }
+        tracing::info!("relay stopped");
+        Ok(())
+    }
+}

@@ -1,0 +1,41 @@
+//! Counters the relay keeps about itself (exported as metrics later).
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Live counters, shared by all workers of a relay.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub(crate) published: AtomicU64,
+    pub(crate) batches: AtomicU64,
+    pub(crate) transient_errors: AtomicU64,
+    pub(crate) rejected: AtomicU64,
+    pub(crate) dead_lettered: AtomicU64,
+}
+
+/// A copy of [`Stats`] at one instant.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StatsSnapshot {
+    /// Events acknowledged by the broker and marked sent.
+    pub published: u64,
+    /// Non-empty batches committed.
+    pub batches: u64,
+    /// Transient broker failures (batches rolled back or partly marked).
+    pub transient_errors: u64,
+    /// Poison failures (attempts consumed).
+    pub rejected: u64,
+    /// Rows moved to the dead-letter table.
+    pub dead_lettered: u64,
+}
+
+impl Stats {
+    /// Read all counters.
+    pub fn snapshot(&self) -> StatsSnapshot {
+        StatsSnapshot {
+            published: self.published.load(Relaxed),
+            batches: self.batches.load(Relaxed),
+            transient_errors: self.transient_errors.load(Relaxed),
+            rejected: self.rejected.load(Relaxed),
+            dead_lettered: self.dead_lettered.load(Relaxed),
+        }
+    }
+}

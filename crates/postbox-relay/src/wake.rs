@@ -1,0 +1,78 @@
+//! LISTEN for the outbox trigger's NOTIFY and wake the workers of that schema.
+//!
+//! A wake-up is a counter bump on a `watch` channel, so a worker busy with a
+//! batch when the NOTIFY arrives still sees it when it next waits: no lost
+//! wake-ups. When the listener connection drops, notifications in the gap are
+//! lost, so every worker is woken to rescan; polling covers the rest.
+
+use crate::{Backoff, Secret};
+use sqlx::postgres::PgListener;
+use std::collections::HashMap;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+pub(crate) type WakeTx = watch::Sender<u64>;
+pub(crate) type WakeRx = watch::Receiver<u64>;
+
+fn bump(tx: &WakeTx) {
+    tx.send_modify(|n| *n = n.wrapping_add(1));
+}
+
+pub(crate) async fn listen(
+    url: Secret,
+    wakers: HashMap<String, WakeTx>,
+    shutdown: CancellationToken,
+) {
+    let backoff = Backoff {
+        base: Duration::from_millis(100),
+        max: Duration::from_secs(5),
+    };
+    let mut failures = 0u32;
+    'connect: while !shutdown.is_cancelled() {
+        let listener = async {
+            let mut l = PgListener::connect(url.expose()).await?;
+            l.listen(postbox::NOTIFY_CHANNEL).await?;
+            Ok::<_, sqlx::Error>(l)
+        };
+        let mut listener = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            l = listener => match l {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::warn!(error = %e, "relay listener cannot connect; polling meanwhile");
+                    let delay = backoff.delay(failures);
+                    failures += 1;
+                    tokio::select! { _ = shutdown.cancelled() => return, _ = tokio::time::sleep(delay) => {} }
+                    continue 'connect;
+                }
+            }
+        };
+        failures = 0;
+        tracing::debug!("relay listening on {}", postbox::NOTIFY_CHANNEL);
+        // Rows committed before LISTEN took effect must not wait for the poll.
+        wakers.values().for_each(bump);
+        loop {
+            let next = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                n = listener.try_recv() => n,
+            };
+            match next {
+                Ok(Some(n)) => {
+                    if let Some(tx) = wakers.get(n.payload()) {
+                        bump(tx);
+                    }
+                }
+                Ok(None) => {
+                    tracing::warn!("relay listener connection lost; reconnecting");
+                    wakers.values().for_each(bump);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "relay listener failed; reconnecting");
+                    wakers.values().for_each(bump);
+                    continue 'connect;
+                }
+            }
+        }
+    }
+}

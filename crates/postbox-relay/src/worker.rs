@@ -1,0 +1,387 @@
+//! One relay worker: a PostgreSQL session that owns some partitions of one
+//! schema's outbox and relays them, batch after batch, in id order.
+
+use crate::partitions::{candidates, target_share};
+use crate::wake::WakeRx;
+use crate::{Backoff, Config, Delivery, OutboxEvent, Sink, SinkError, Stats};
+use postbox::{sql::Queries, SchemaName, PARTITIONS};
+use sqlx::{Connection, PgConnection};
+use std::collections::HashSet;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+pub(crate) struct Worker {
+    config: Arc<Config>,
+    schema: SchemaName,
+    q: Queries,
+    seed: usize,
+    sink: Arc<dyn Sink>,
+    stats: Arc<Stats>,
+    wake: WakeRx,
+    shutdown: CancellationToken,
+    /// Partitions whose advisory lock this worker's session holds.
+    owned: Vec<i16>,
+    failpoint: Option<String>,
+}
+
+/// What one pass of the loop found.
+enum Pass {
+    /// The batch came back full: claim again at once.
+    Full,
+    /// Less than a full batch: wait for a wake-up.
+    Drained,
+    /// The broker failed transiently: back off.
+    BrokerDown,
+}
+
+impl Worker {
+    pub(crate) fn new(
+        config: Arc<Config>,
+        schema: SchemaName,
+        n: usize,
+        sink: Arc<dyn Sink>,
+        stats: Arc<Stats>,
+        wake: WakeRx,
+        shutdown: CancellationToken,
+    ) -> Self {
+        Worker {
+            q: Queries::new(&schema),
+            // Spread the workers' first choices over the partition ring.
+            seed: n * (PARTITIONS as usize / config.workers.max(1)) + std::process::id() as usize,
+            config,
+            schema,
+            sink,
+            stats,
+            wake,
+            shutdown,
+            owned: Vec::new(),
+            failpoint: std::env::var("POSTBOX_FAILPOINT").ok(),
+        }
+    }
+
+    pub(crate) async fn run(mut self) {
+        let transient = Backoff {
+            base: self.config.backoff_min,
+            max: self.config.backoff_max,
+        };
+        let mut failures = 0u32;
+        while !self.shutdown.is_cancelled() {
+            let mut conn = match self.connect().await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(schema = %self.schema, error = %e, "relay worker cannot reach PostgreSQL; retrying");
+                    self.pause(transient.delay(failures)).await;
+                    failures += 1;
+                    continue;
+                }
+            };
+            failures = 0;
+            let mut broker_failures = 0u32;
+            let mut last_rebalance: Option<Instant> = None;
+            let result: Result<(), sqlx::Error> = async {
+                while !self.shutdown.is_cancelled() {
+                    if last_rebalance.is_none_or(|t| t.elapsed() >= self.config.rebalance_interval)
+                    {
+                        self.rebalance(&mut conn).await?;
+                        last_rebalance = Some(Instant::now());
+                    }
+                    // Mark wake-ups seen *before* claiming: a NOTIFY that lands
+                    // during the claim makes the next wait return at once.
+                    self.wake.borrow_and_update();
+                    let pass = if self.owned.is_empty() {
+                        Pass::Drained
+                    } else {
+                        self.pass(&mut conn).await?
+                    };
+                    match pass {
+                        Pass::Full => broker_failures = 0,
+                        Pass::Drained => {
+                            broker_failures = 0;
+                            let until_rebalance = self.config.rebalance_interval.saturating_sub(
+                                last_rebalance.map_or(Duration::ZERO, |t| t.elapsed()),
+                            );
+                            self.idle(self.config.poll_interval.min(until_rebalance))
+                                .await;
+                        }
+                        Pass::BrokerDown => {
+                            self.pause(transient.delay(broker_failures)).await;
+                            broker_failures += 1;
+                        }
+                    }
+                }
+                Ok(())
+            }
+            .await;
+            match result {
+                Ok(()) => {
+                    // Closing the session releases every partition lock at once.
+                    let _ = conn.close().await;
+                }
+                Err(e) => {
+                    tracing::warn!(schema = %self.schema, error = %e, "relay worker lost its database session; partitions released, reconnecting");
+                    self.owned.clear();
+                    self.pause(transient.delay(0)).await;
+                }
+            }
+        }
+    }
+
+    async fn connect(&self) -> Result<PgConnection, sqlx::Error> {
+        let opts: sqlx::postgres::PgConnectOptions = self.config.database_url.expose().parse()?;
+        let mut conn = PgConnection::connect_with(&opts.application_name("postbox-relay")).await?;
+        sqlx::query(&self.q.relay_member_join)
+            .bind(self.schema.as_str())
+            .execute(&mut conn)
+            .await?;
+        Ok(conn)
+    }
+
+    /// Hold this worker's share of the partitions: give back the excess (we
+    /// are between batches, so nothing of them is in flight), take free ones.
+    async fn rebalance(&mut self, conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+        let members: i64 = sqlx::query_scalar(&self.q.relay_member_count)
+            .bind(self.schema.as_str())
+            .fetch_one(&mut *conn)
+            .await?;
+        let target = target_share(PARTITIONS as usize, members as usize);
+        if self.owned.len() > target {
+            let extra: Vec<i32> = self
+                .owned
+                .split_off(target)
+                .into_iter()
+                .map(i32::from)
+                .collect();
+            sqlx::query(&self.q.partition_release)
+                .bind(self.schema.as_str())
+                .bind(&extra)
+                .execute(&mut *conn)
+                .await?;
+            tracing::debug!(schema = %self.schema, released = ?extra, "partitions released");
+        } else if self.owned.len() < target {
+            let want = (target - self.owned.len()) as i64;
+            let got: Vec<i16> = sqlx::query_scalar(&self.q.partition_try_acquire)
+                .bind(self.schema.as_str())
+                .bind(candidates(PARTITIONS as usize, self.seed, &self.owned))
+                .bind(want)
+                .fetch_all(&mut *conn)
+                .await?;
+            if !got.is_empty() {
+                tracing::debug!(schema = %self.schema, acquired = ?got, "partitions acquired");
+                self.owned.extend(got);
+            }
+        }
+        Ok(())
+    }
+
+    /// Claim → publish → mark → commit, once.
+    async fn pass(&mut self, conn: &mut PgConnection) -> Result<Pass, sqlx::Error> {
+        let started = Instant::now();
+        let mut tx = conn.begin().await?;
+        let batch: Vec<OutboxEvent> = sqlx::query_as(&self.q.outbox_claim_batch)
+            .bind(&self.owned)
+            .bind(self.config.batch_size)
+            .fetch_all(&mut *tx)
+            .await?;
+        if batch.is_empty() {
+            tx.commit().await?;
+            return Ok(Pass::Drained);
+        }
+        let full = batch.len() as i64 >= self.config.batch_size;
+
+        let deliveries = match tokio::time::timeout(
+            self.config.publish_timeout,
+            self.sink.publish(&batch),
+        )
+        .await
+        {
+            Ok(d) if d.len() == batch.len() => d,
+            Ok(d) => {
+                tracing::error!(sink = self.sink.name(), expected = batch.len(), got = d.len(), "sink broke its contract (wrong number of results); treating the batch as not delivered");
+                batch
+                    .iter()
+                    .map(|_| {
+                        Delivery::Failed(SinkError::transient(
+                            "sink returned a wrong number of results",
+                        ))
+                    })
+                    .collect()
+            }
+            Err(_) => batch
+                .iter()
+                .map(|_| {
+                    Delivery::Failed(SinkError::transient(format!(
+                        "no acknowledgement within publish_timeout ({:?})",
+                        self.config.publish_timeout
+                    )))
+                })
+                .collect(),
+        };
+
+        if self.failpoint.as_deref() == Some("after_publish") {
+            // Test hook: the batch is at the broker, not yet marked. The test
+            // SIGKILLs us here to prove the republish is absorbed.
+            eprintln!(
+                "postbox failpoint after_publish: {} events published, not committed",
+                batch.len()
+            );
+            std::future::pending::<()>().await;
+        }
+
+        let plan = plan(&batch, deliveries);
+        if !plan.sent.is_empty() {
+            sqlx::query(&self.q.outbox_mark_sent)
+                .bind(&plan.sent)
+                .execute(&mut *tx)
+                .await?;
+        }
+        let retry = Backoff {
+            base: self.config.retry_base,
+            max: self.config.retry_max,
+        };
+        for (event, error) in &plan.rejected {
+            let reason = format!(
+                "{} (attempt {} of {})",
+                error,
+                event.attempts + 1,
+                self.config.max_attempts
+            );
+            if event.attempts + 1 >= self.config.max_attempts {
+                sqlx::query(&self.q.outbox_dead_letter_move)
+                    .bind(event.id)
+                    .bind(&reason)
+                    .execute(&mut *tx)
+                    .await?;
+                self.stats.dead_lettered.fetch_add(1, Relaxed);
+                tracing::error!(schema = %self.schema, event_id = %event.event_id, topic = %event.topic, key = ?event.key, error = %reason, "event dead-lettered");
+            } else {
+                let delay = retry.delay(event.attempts as u32);
+                sqlx::query(&self.q.outbox_record_failure)
+                    .bind(event.id)
+                    .bind(&reason)
+                    .bind(delay.as_millis() as f64)
+                    .execute(&mut *tx)
+                    .await?;
+                tracing::warn!(schema = %self.schema, event_id = %event.event_id, topic = %event.topic, key = ?event.key, error = %reason, retry_in = ?delay, "event rejected by the broker; will retry");
+            }
+        }
+        tx.commit().await?;
+
+        self.stats
+            .published
+            .fetch_add(plan.sent.len() as u64, Relaxed);
+        self.stats
+            .rejected
+            .fetch_add(plan.rejected.len() as u64, Relaxed);
+        self.stats.batches.fetch_add(1, Relaxed);
+        tracing::debug!(schema = %self.schema, claimed = batch.len(), sent = plan.sent.len(), elapsed = ?started.elapsed(), "batch committed");
+        if let Some(e) = plan.transient {
+            self.stats.transient_errors.fetch_add(1, Relaxed);
+            tracing::warn!(schema = %self.schema, sink = self.sink.name(), error = %e, unsent = batch.len() - plan.sent.len(), "broker unavailable; rows stay in the outbox");
+            return Ok(Pass::BrokerDown);
+        }
+        Ok(if full { Pass::Full } else { Pass::Drained })
+    }
+
+    /// Sleep, but wake early on shutdown.
+    async fn pause(&self, d: Duration) {
+        tokio::select! {
+            _ = self.shutdown.cancelled() => {}
+            _ = tokio::time::sleep(d) => {}
+        }
+    }
+
+    /// Wait for a NOTIFY of this schema, the poll timer, or shutdown.
+    async fn idle(&mut self, d: Duration) {
+        tokio::select! {
+            _ = self.shutdown.cancelled() => {}
+            _ = tokio::time::sleep(d) => {}
+            _ = self.wake.changed() => {}
+        }
+    }
+}
+
+/// What to write back after a publish.
+struct Plan<'a> {
+    sent: Vec<i64>,
+    rejected: Vec<(&'a OutboxEvent, SinkError)>,
+    transient: Option<SinkError>,
+}
+
+/// Turn the sink's answers into marks, enforcing per-key order whatever the
+/// sink did: after the first failure of a key, later events of that key are
+/// left unsent (not even marked if the sink claims it delivered them).
+fn plan(batch: &[OutboxEvent], deliveries: Vec<Delivery>) -> Plan<'_> {
+    let mut stopped: HashSet<&str> = HashSet::new();
+    let mut out = Plan {
+        sent: Vec::new(),
+        rejected: Vec::new(),
+        transient: None,
+    };
+    for (event, delivery) in batch.iter().zip(deliveries) {
+        let key = event.key.as_deref();
+        if key.is_some_and(|k| stopped.contains(k)) {
+            continue;
+        }
+        match delivery {
+            Delivery::Delivered => out.sent.push(event.id),
+            Delivery::Failed(e) => {
+                if let Some(k) = key {
+                    stopped.insert(k);
+                }
+                match e {
+                    SinkError::Rejected { .. } => out.rejected.push((event, e)),
+                    SinkError::NotAttempted => {}
+                    SinkError::Transient { .. } => {
+                        out.transient.get_or_insert(e);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(id: i64, key: Option<&str>) -> OutboxEvent {
+        OutboxEvent {
+            id,
+            event_id: uuid::Uuid::new_v4(),
+            topic: "t".into(),
+            event: "e".into(),
+            key: key.map(Into::into),
+            payload: serde_json::json!({}),
+            headers: serde_json::json!({}),
+            attempts: 0,
+            created_at: chrono::Utc::now(),
+        }
+    }
+
+    #[test]
+    fn a_failure_stops_its_key_only() {
+        let b = vec![
+            ev(1, Some("a")),
+            ev(2, Some("b")),
+            ev(3, Some("a")),
+            ev(4, None),
+            ev(5, Some("b")),
+        ];
+        let d = vec![
+            Delivery::Failed(SinkError::transient("down")),
+            Delivery::Delivered,
+            // A sink that wrongly reports a later event of a failed key: not marked.
+            Delivery::Delivered,
+            Delivery::Failed(SinkError::rejected("too big")),
+            Delivery::Delivered,
+        ];
+        let p = plan(&b, d);
+        assert_eq!(p.sent, vec![2, 5]);
+        assert_eq!(p.rejected.len(), 1);
+        assert_eq!(p.rejected[0].0.id, 4);
+        assert!(p.transient.is_some());
+    }
+}

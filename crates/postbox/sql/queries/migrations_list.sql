@@ -1,0 +1,1 @@
+SELECT version, name, checksum FROM {schema}.postbox_migrations ORDER BY version

@@ -1,0 +1,9 @@
+-- Move a row that used up its attempts out of the outbox, so its key moves on.
+WITH moved AS (
+    DELETE FROM {schema}.outbox WHERE id = $1
+    RETURNING id, event_id, topic, event, key, payload, headers, created_at, attempts
+)
+INSERT INTO {schema}.outbox_dead_letter
+       (id, event_id, topic, event, key, payload, headers, created_at, attempts, last_error)
+SELECT id, event_id, topic, event, key, payload, headers, created_at, attempts + 1, $2
+  FROM moved

@@ -1,0 +1,1 @@
+SELECT count(*) FROM {schema}.outbox WHERE sent_at IS NULL

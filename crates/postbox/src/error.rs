@@ -1,0 +1,50 @@
+//! Errors of the producer/consumer library.
+
+/// What went wrong in a postbox library call.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A schema (or other) identifier failed validation; no SQL was run.
+    #[error("invalid {what} {value:?}: {reason}. Use 1-63 characters of a-z, 0-9 and _, not starting with a digit")]
+    InvalidIdentifier {
+        /// Which identifier ("schema name", ...).
+        what: &'static str,
+        /// The rejected value (shown quoted, never interpolated into SQL).
+        value: String,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
+    /// An event was rejected before reaching the database.
+    #[error("invalid event: {0}")]
+    InvalidEvent(String),
+    /// The schema has no postbox tables.
+    #[error("schema {schema:?} has no postbox outbox table; run `postbox migrate --schema {schema}` first")]
+    SchemaNotMigrated {
+        /// The schema that was looked up.
+        schema: String,
+    },
+    /// An applied migration differs from the one this version ships.
+    #[error("migration {version} ({name}) in schema {schema:?} was applied with a different checksum ({found}, expected {expected}); the migration files must not change once applied")]
+    MigrationChanged {
+        /// Schema.
+        schema: String,
+        /// Migration version.
+        version: i32,
+        /// Migration name.
+        name: String,
+        /// Checksum recorded in the database.
+        found: String,
+        /// Checksum of this build's migration.
+        expected: String,
+    },
+    /// The database has migrations newer than this build knows.
+    #[error("schema {schema:?} has migration {version} which this postbox build does not know; upgrade postbox")]
+    UnknownMigration {
+        /// Schema.
+        schema: String,
+        /// The unknown version.
+        version: i32,
+    },
+    /// A database error.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+}

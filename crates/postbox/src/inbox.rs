@@ -1,0 +1,65 @@
+//! The consumer side: record each received message once, in the transaction of its effect.
+
+use crate::{sql::Queries, Error, SchemaName, DEFAULT_SCHEMA};
+use sqlx::PgConnection;
+use std::sync::{Arc, OnceLock};
+
+/// Whether a message is new to a consumer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Receipt {
+    /// First time: perform the effect in this transaction, then commit.
+    Fresh,
+    /// Already recorded by a committed transaction: skip the effect.
+    Duplicate,
+}
+
+/// The inbox of one schema.
+#[derive(Debug, Clone)]
+pub struct Inbox {
+    queries: Arc<Queries>,
+}
+
+impl Inbox {
+    /// The inbox in `schema` (validated here).
+    pub fn new(schema: &str) -> Result<Self, Error> {
+        let schema = SchemaName::new(schema)?;
+        Ok(Inbox {
+            queries: Arc::new(Queries::new(&schema)),
+        })
+    }
+
+    /// Record `message_id` for `consumer` on `conn` (pass `&mut *tx`).
+    ///
+    /// If another transaction is recording the same message concurrently, this
+    /// waits for it: `Duplicate` if it commits, `Fresh` if it rolls back.
+    pub async fn receive(
+        &self,
+        conn: &mut PgConnection,
+        consumer: &str,
+        message_id: &str,
+    ) -> Result<Receipt, Error> {
+        let done = sqlx::query(&self.queries.inbox_receive)
+            .bind(consumer)
+            .bind(message_id)
+            .execute(conn)
+            .await?;
+        Ok(if done.rows_affected() == 1 {
+            Receipt::Fresh
+        } else {
+            Receipt::Duplicate
+        })
+    }
+}
+
+/// [`Inbox::receive`] on the default schema ([`DEFAULT_SCHEMA`]).
+pub async fn receive(
+    conn: &mut PgConnection,
+    consumer: &str,
+    message_id: &str,
+) -> Result<Receipt, Error> {
+    static INBOX: OnceLock<Inbox> = OnceLock::new();
+    INBOX
+        .get_or_init(|| Inbox::new(DEFAULT_SCHEMA).expect("default schema name is valid"))
+        .receive(conn, consumer, message_id)
+        .await
+}

@@ -1,0 +1,199 @@
+//! Versioned, idempotent schema migrations for one postbox schema.
+//!
+//! The migrations ship inside the library (and the `postbox` binary). Run them
+//! with [`run`] / `postbox migrate`, or take [`Migration::sql`] for your own
+//! migration tool: they are plain SQL with the schema name filled in.
+
+use crate::{sql::Queries, Error, SchemaName};
+use sqlx::{Connection, PgConnection};
+
+/// One migration file, rendered for a schema.
+#[derive(Debug, Clone)]
+pub struct Migration {
+    /// Version number (the file's numeric prefix).
+    pub version: i32,
+    /// File name without the `.sql` extension.
+    pub name: &'static str,
+    /// SQL with the schema filled in.
+    pub sql: String,
+    /// Checksum of the unrendered file; recorded when applied.
+    pub checksum: String,
+}
+
+const FILES: &[(i32, &str, &str)] = &[
+    (
+        1,
+        "0001_outbox",
+        include_str!("../sql/migrations/0001_outbox.sql"),
+    ),
+    (
+        2,
+        "0002_dead_letter",
+        include_str!("../sql/migrations/0002_dead_letter.sql"),
+    ),
+    (
+        3,
+        "0003_inbox",
+        include_str!("../sql/migrations/0003_inbox.sql"),
+    ),
+    (
+        4,
+        "0004_notify",
+        include_str!("../sql/migrations/0004_notify.sql"),
+    ),
+];
+
+/// The migrations of this build, in order, rendered for `schema`.
+pub fn migrations(schema: &SchemaName) -> Vec<Migration> {
+    FILES
+        .iter()
+        .map(|(version, name, text)| Migration {
+            version: *version,
+            name,
+            sql: crate::sql::render(text, schema),
+            checksum: checksum(text),
+        })
+        .collect()
+}
+
+/// How producers wake the relay (DESIGN.md §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Notify {
+    /// A statement-level trigger sends one NOTIFY per producer statement.
+    #[default]
+    Statement,
+    /// No trigger: the relay finds new rows by polling only.
+    Off,
+}
+
+impl std::str::FromStr for Notify {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "statement" => Ok(Notify::Statement),
+            "off" => Ok(Notify::Off),
+            other => Err(format!(
+                "unknown notify policy {other:?}: use \"statement\" or \"off\""
+            )),
+        }
+    }
+}
+
+/// What [`run`] did.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// Versions applied by this run.
+    pub applied: Vec<i32>,
+    /// Versions that were already there.
+    pub already: Vec<i32>,
+}
+
+/// Create or upgrade the postbox tables in `schema`, then set the wake-up policy.
+///
+/// Safe to run concurrently and repeatedly: an advisory lock serialises runs,
+/// applied versions are skipped, and a changed migration is an error.
+pub async fn run(
+    conn: &mut PgConnection,
+    schema: &SchemaName,
+    notify: Notify,
+) -> Result<Report, Error> {
+    let q = Queries::new(schema);
+    let mut tx = conn.begin().await?;
+    sqlx::query(&q.migrations_lock)
+        .bind(schema.as_str())
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query(&q.migrations_table_create)
+        .execute(&mut *tx)
+        .await?;
+    let applied: Vec<(i32, String, String)> = sqlx::query_as(&q.migrations_list)
+        .fetch_all(&mut *tx)
+        .await?;
+
+    let known = migrations(schema);
+    let mut report = Report::default();
+    for (version, name, found) in &applied {
+        match known.iter().find(|m| m.version == *version) {
+            Some(m) if &m.checksum != found => {
+                return Err(Error::MigrationChanged {
+                    schema: schema.to_string(),
+                    version: *version,
+                    name: name.clone(),
+                    found: found.clone(),
+                    expected: m.checksum.clone(),
+                })
+            }
+            Some(_) => report.already.push(*version),
+            None => {
+                return Err(Error::UnknownMigration {
+                    schema: schema.to_string(),
+                    version: *version,
+                })
+            }
+        }
+    }
+    for m in known
+        .iter()
+        .filter(|m| !report.already.contains(&m.version))
+    {
+        sqlx::raw_sql(&m.sql).execute(&mut *tx).await?;
+        sqlx::query(&q.migrations_record)
+            .bind(m.version)
+            .bind(m.name)
+            .bind(&m.checksum)
+            .execute(&mut *tx)
+            .await?;
+        report.applied.push(m.version);
+    }
+    let policy_sql = match notify {
+        Notify::Statement => &q.notify_trigger_create,
+        Notify::Off => &q.notify_trigger_drop,
+    };
+    sqlx::query(policy_sql).execute(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(report)
+}
+
+/// Fail with [`Error::SchemaNotMigrated`] unless `schema` has an outbox table.
+pub async fn ensure_migrated(conn: &mut PgConnection, schema: &SchemaName) -> Result<(), Error> {
+    let q = Queries::new(schema);
+    let exists: bool = sqlx::query_scalar(&q.schema_exists)
+        .bind(schema.as_str())
+        .fetch_one(conn)
+        .await?;
+    if exists {
+        Ok(())
+    } else {
+        Err(Error::SchemaNotMigrated {
+            schema: schema.to_string(),
+        })
+    }
+}
+
+/// FNV-1a 64, hex: stable across builds and platforms, no dependency.
+fn checksum(text: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_increasing_and_named_after_files() {
+        let ms = migrations(&SchemaName::new("s").unwrap());
+        for (i, m) in ms.iter().enumerate() {
+            assert_eq!(m.version, i as i32 + 1);
+            assert!(m.name.starts_with(&format!("{:04}_", m.version)));
+            assert!(m.sql.contains("s."), "{}", m.name);
+        }
+    }
+}
