@@ -46,7 +46,16 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logs(cli.log_format);
+    // The demo and bench print their own report; keep library logs to warnings there.
+    let quiet = matches!(cli.command, Command::Demo(_) | Command::Bench(_));
+    init_logs(
+        cli.log_format,
+        if quiet {
+            "warn,sqlx=error"
+        } else {
+            "info,sqlx=warn"
+        },
+    );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -80,10 +89,9 @@ fn main() -> ExitCode {
 /// Boxed error for the commands: each one already says what to do.
 pub type CliError = Box<dyn std::error::Error + Send + Sync>;
 
-fn init_logs(format: LogFormat) {
+fn init_logs(format: LogFormat, default: &str) {
     use tracing_subscriber::EnvFilter;
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

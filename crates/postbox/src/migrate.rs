@@ -135,10 +135,13 @@ pub async fn run(
             }
         }
     }
-    for m in known
-        .iter()
+    // Collected first: an iterator adaptor held across `.await` makes the
+    // future not `Send` for callers that spawn it (rustc higher-ranked lifetimes).
+    let pending: Vec<Migration> = known
+        .into_iter()
         .filter(|m| !report.already.contains(&m.version))
-    {
+        .collect();
+    for m in pending {
         sqlx::raw_sql(&m.sql).execute(&mut *tx).await?;
         sqlx::query(&q.migrations_record)
             .bind(m.version)

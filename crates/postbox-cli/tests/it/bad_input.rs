@@ -1,0 +1,203 @@
+//! Bad input gets a clear error and loses nothing.
+
+use crate::support::*;
+use std::process::Command;
+use std::time::Duration;
+
+fn relay_output(args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("relay")
+        .args(args)
+        .env_remove("DATABASE_URL")
+        .env_remove("POSTBOX_DATABASE_URL");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[test]
+fn malformed_config_file_is_named() {
+    let path = std::env::temp_dir().join(format!("postbox-bad-{}.toml", postbox_testkit::suffix()));
+    std::fs::write(&path, "[relay]\nbatch_size = \"lots\"\n").unwrap();
+    let (ok, out) = relay_output(&["--config", path.to_str().unwrap()], &[]);
+    assert!(!ok);
+    assert!(
+        out.contains("invalid config file") && out.contains("batch_size"),
+        "{out}"
+    );
+
+    std::fs::write(&path, "[relay]\nbatch_sise = 5\n").unwrap();
+    let (ok, out) = relay_output(&["--config", path.to_str().unwrap()], &[]);
+    assert!(!ok);
+    assert!(
+        out.contains("unknown field") && out.contains("batch_sise"),
+        "{out}"
+    );
+
+    let (ok, out) = relay_output(
+        &["--database-url", "postgres://h/db", "--batch-size", "0"],
+        &[],
+    );
+    assert!(!ok);
+    assert!(
+        out.contains("batch_size") && out.contains("1..=100000"),
+        "{out}"
+    );
+
+    let (ok, out) = relay_output(
+        &["--database-url", "postgres://h/db", "--schemas", "Nope"],
+        &[],
+    );
+    assert!(!ok);
+    assert!(out.contains("invalid schema name"), "{out}");
+
+    let (ok, out) = relay_output(&[], &[]);
+    assert!(!ok);
+    assert!(
+        out.contains("database_url") && out.contains("DATABASE_URL"),
+        "{out}"
+    );
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn unreachable_database_and_unknown_schema_exit_non_zero() {
+    let canary = "canary-pw-7731";
+    let url = format!(
+        "postgres://someone:{canary}@127.0.0.1:{}/db",
+        postbox_testkit::free_port()
+    );
+    let (ok, out) = relay_output(&["--database-url", &url], &[]);
+    assert!(!ok);
+    assert!(out.contains("cannot connect to PostgreSQL"), "{out}");
+    assert!(!out.contains(canary), "password leaked: {out}");
+
+    let (ok, out) = relay_output(
+        &[
+            "--database-url",
+            &postbox_testkit::database_url(),
+            "--schemas",
+            "no_such_schema_here",
+        ],
+        &[],
+    );
+    assert!(!ok);
+    assert!(
+        out.contains("no postbox outbox table") && out.contains("postbox migrate"),
+        "{out}"
+    );
+
+    let (ok, out) = relay_output(&["--database-url", &url, "--print-config"], &[]);
+    assert!(ok);
+    assert!(!out.contains(canary) && out.contains("***"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn payload_that_is_not_an_object_is_dead_lettered_and_others_flow() {
+    let ctx = Ctx::new("poison").await;
+    let redis = postbox_testkit::redis_url();
+    let relay = ctx.relay(
+        &redis,
+        &[
+            "--max-attempts",
+            "2",
+            "--retry-base",
+            "50ms",
+            "--retry-max",
+            "100ms",
+        ],
+        &[],
+    );
+
+    // A non-Rust producer wrote a bare number, then more events on the same key and others.
+    ctx.produce(vec![ctx.event("p", 1)]).await;
+    sqlx::query(&format!(
+        "INSERT INTO {}.outbox (topic, event, key, payload) VALUES ($1, 'test.event', 'p', '42')",
+        ctx.schema
+    ))
+    .bind(&ctx.queue)
+    .execute(&ctx.pool)
+    .await
+    .unwrap();
+    ctx.produce(vec![
+        ctx.event("p", 3),
+        ctx.event("q", 1),
+        ctx.event("q", 2),
+    ])
+    .await;
+
+    wait_until(
+        LONG,
+        "the poison row dead-lettered and the rest sent",
+        || async { ctx.unsent().await == 0 && ctx.dead_letters().await.len() == 1 },
+    )
+    .await;
+    let dl = ctx.dead_letters().await;
+    assert!(
+        dl[0].1.contains("must be a JSON object") && dl[0].1.contains("attempt 2 of 2"),
+        "{}",
+        dl[0].1
+    );
+    let view = RedisView::new(&redis, &ctx.queue).await;
+    let seen = view.waiting().await;
+    let p: Vec<u64> = seen.iter().filter(|s| s.1 == "p").map(|s| s.2).collect();
+    assert_eq!(
+        p,
+        vec![1, 3],
+        "the key moved on past its dead letter, in order"
+    );
+    assert_eq!(seen.len(), 4);
+    assert!(relay.output().contains("dead-lettered"));
+    drop(relay);
+    ctx.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_poison_row_holds_back_its_key_only() {
+    let ctx = Ctx::new("hold").await;
+    let redis = postbox_testkit::redis_url();
+    let relay = ctx.relay(
+        &redis,
+        &["--max-attempts", "100", "--retry-base", "30s"],
+        &[],
+    );
+    sqlx::query(&format!("INSERT INTO {}.outbox (topic, event, key, payload) VALUES ($1, 'test.event', 'p', '\"str\"')", ctx.schema))
+        .bind(&ctx.queue)
+        .execute(&ctx.pool)
+        .await
+        .unwrap();
+    ctx.produce(vec![ctx.event("p", 2), ctx.event("q", 1)])
+        .await;
+    let view = RedisView::new(&redis, &ctx.queue).await;
+    wait_until(LONG, "other keys flow", || async {
+        view.wait_len().await == 1
+    })
+    .await;
+    relay.wait_for_line("will retry", LONG).await;
+    let (attempts, err): (i32, String) = sqlx::query_as(&format!(
+        "SELECT attempts, last_error FROM {}.outbox WHERE key = 'p' ORDER BY id LIMIT 1",
+        ctx.schema
+    ))
+    .fetch_one(&ctx.pool)
+    .await
+    .unwrap();
+    assert_eq!(attempts, 1);
+    assert!(err.contains("a string"), "{err}");
+    // p:2 waits behind the poison row for its whole backoff.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        view.waiting().await.iter().filter(|s| s.1 == "p").count(),
+        0
+    );
+    drop(relay);
+    ctx.cleanup().await;
+}

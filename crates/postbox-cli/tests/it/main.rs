@@ -1,0 +1,14 @@
+//! Integration tests: real PostgreSQL and Redis, each test in its own schema
+//! and queue, running in parallel. One test binary keeps link time down.
+
+mod support;
+
+mod bad_input;
+mod commit_order;
+mod failpoint;
+mod inbox;
+mod migrate;
+mod node_interop;
+mod producer;
+mod redis_outage;
+mod relay_order;

@@ -1,0 +1,143 @@
+//! The producer joins the caller's transaction: rollback leaves nothing, commit one row per event.
+
+use crate::support::*;
+use postbox::Event;
+
+#[tokio::test]
+async fn rollback_publishes_nothing_commit_publishes_once() {
+    let ctx = Ctx::new("atom").await;
+    let business = format!("{}.orders", ctx.schema);
+    sqlx::raw_sql(&format!("CREATE TABLE {business} (id int PRIMARY KEY)"))
+        .execute(&ctx.pool)
+        .await
+        .unwrap();
+
+    // Rolled back: neither the business row nor the event exists.
+    let mut tx = ctx.pool.begin().await.unwrap();
+    sqlx::query(&format!("INSERT INTO {business} VALUES (1)"))
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let rolled = ctx
+        .outbox
+        .enqueue(&mut tx, ctx.event("k", 1))
+        .await
+        .unwrap();
+    tx.rollback().await.unwrap();
+
+    // Committed: business row and events together.
+    let mut tx = ctx.pool.begin().await.unwrap();
+    sqlx::query(&format!("INSERT INTO {business} VALUES (2)"))
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let one = ctx
+        .outbox
+        .enqueue(&mut tx, ctx.event("k", 2))
+        .await
+        .unwrap();
+    let many = ctx
+        .outbox
+        .enqueue_many(
+            &mut tx,
+            vec![ctx.event("k", 3), ctx.event("k", 4), ctx.event("j", 1)],
+        )
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert!(
+        many.windows(2).all(|w| w[0].id < w[1].id),
+        "enqueue_many keeps order"
+    );
+    assert!(one.id < many[0].id);
+
+    let rows: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM {}.outbox", ctx.schema))
+        .fetch_one(&ctx.pool)
+        .await
+        .unwrap();
+    assert_eq!(rows, 4);
+
+    let redis = postbox_testkit::redis_url();
+    let _relay = ctx.relay(&redis, &[], &[]);
+    let view = RedisView::new(&redis, &ctx.queue).await;
+    wait_until(LONG, "4 jobs", || async { ctx.unsent().await == 0 }).await;
+    let seen = view.waiting().await;
+    assert_eq!(seen.len(), 4);
+    assert!(
+        !seen
+            .iter()
+            .any(|(id, _, _)| *id == rolled.event_id.to_string()),
+        "rolled-back event published"
+    );
+    let k: Vec<&str> = seen
+        .iter()
+        .filter(|s| s.1 == "k")
+        .map(|s| s.0.as_str())
+        .collect();
+    assert_eq!(
+        k[0],
+        one.event_id.to_string(),
+        "the single enqueue precedes enqueue_many"
+    );
+    assert_per_key_order(&seen);
+    ctx.cleanup().await;
+}
+
+#[tokio::test]
+async fn invalid_events_are_refused_before_the_database() {
+    let ctx = Ctx::new("badev").await;
+    let mut tx = ctx.pool.begin().await.unwrap();
+    let e = ctx
+        .outbox
+        .enqueue(&mut tx, Event::new("", "x", serde_json::json!({})))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("topic is empty"), "{e}");
+    let mut ev = ctx.event("k", 1);
+    ev.headers = serde_json::json!([1]);
+    let e = ctx.outbox.enqueue(&mut tx, ev).await.unwrap_err();
+    assert!(
+        e.to_string().contains("headers must be a JSON object"),
+        "{e}"
+    );
+    tx.rollback().await.unwrap();
+    assert!(postbox::Outbox::new("Bad Schema").is_err());
+    ctx.cleanup().await;
+}
+
+#[tokio::test]
+async fn plain_sql_producer_wakes_the_relay() {
+    // What a Node `pg` producer does: a plain INSERT in its own transaction.
+    let ctx = Ctx::new("plainsql").await;
+    let redis = postbox_testkit::redis_url();
+    // Polling set far away: only the NOTIFY trigger can deliver within the wait.
+    let relay = ctx.relay(&redis, &["--poll-interval", "60s"], &[]);
+    relay.wait_for_line("relay started", LONG).await;
+    // Let the workers take their partitions and go idle.
+    wait_until(LONG, "workers to own partitions", || async {
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND classid::int4 = hashtext('postbox.partition.' || $1)")
+            .bind(&ctx.schema)
+            .fetch_one(&ctx.pool)
+            .await
+            .unwrap();
+        n == 64
+    })
+    .await;
+    sqlx::query(&format!(
+        "INSERT INTO {}.outbox (topic, event, key, payload) VALUES ($1, 'order.created', 'o-1', '{{\"key\":\"o-1\",\"seq\":1}}')",
+        ctx.schema
+    ))
+    .bind(&ctx.queue)
+    .execute(&ctx.pool)
+    .await
+    .unwrap();
+    let view = RedisView::new(&redis, &ctx.queue).await;
+    wait_until(
+        std::time::Duration::from_secs(10),
+        "the NOTIFY to wake the relay",
+        || async { ctx.unsent().await == 0 },
+    )
+    .await;
+    assert_eq!(view.wait_len().await, 1);
+    ctx.cleanup().await;
+}

@@ -1,0 +1,132 @@
+//! Several relays at once, one SIGKILLed and restarted mid-stream: every event
+//! arrives once, in order per key.
+
+use crate::support::*;
+use std::collections::HashSet;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_relays_one_killed_keep_per_key_order() {
+    let ctx = Ctx::new("order").await;
+    let redis = postbox_testkit::redis_url();
+    let args = ["--workers", "2", "--batch-size", "20"];
+    let r1 = ctx.relay(&redis, &args, &[]);
+    let mut r2 = ctx.relay(&redis, &args, &[]);
+    let r3 = ctx.relay(&redis, &args, &[]);
+
+    const N: usize = 1000;
+    const KEYS: usize = 16;
+    let producer = {
+        let (pool, outbox, queue) = (ctx.pool.clone(), ctx.outbox.clone(), ctx.queue.clone());
+        tokio::spawn(async move {
+            let mut seq = [0usize; KEYS];
+            for i in 0..N {
+                let k = i % KEYS;
+                seq[k] += 1;
+                let mut tx = pool.begin().await.unwrap();
+                let e = postbox::Event::new(
+                    &queue,
+                    "test.event",
+                    serde_json::json!({"key": format!("k{k}"), "seq": seq[k]}),
+                )
+                .key(format!("k{k}"));
+                outbox.enqueue(&mut tx, e).await.unwrap();
+                tx.commit().await.unwrap();
+            }
+        })
+    };
+
+    let view = RedisView::new(&redis, &ctx.queue).await;
+    wait_until(LONG, "a third of the events to be relayed", || async {
+        view.wait_len().await >= N / 3
+    })
+    .await;
+    r2.signal("KILL");
+    assert_eq!(r2.wait(LONG).await, None, "killed by a signal");
+    let r2b = ctx.relay(&redis, &args, &[]);
+    producer.await.unwrap();
+    wait_until(LONG, "all events relayed", || async {
+        ctx.unsent().await == 0
+    })
+    .await;
+
+    let seen = view.waiting().await;
+    let ids: HashSet<&str> = seen.iter().map(|s| s.0.as_str()).collect();
+    assert_eq!(ids.len(), seen.len(), "a job id appears twice in the queue");
+    assert_eq!(seen.len(), N, "every event arrives exactly once");
+    let expected: Vec<String> =
+        sqlx::query_scalar(&format!("SELECT event_id::text FROM {}.outbox", ctx.schema))
+            .fetch_all(&ctx.pool)
+            .await
+            .unwrap();
+    assert!(expected.iter().all(|e| ids.contains(e.as_str())));
+    assert_per_key_order(&seen);
+    drop((r1, r2b, r3));
+    ctx.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitions_are_shared_and_taken_over() {
+    let ctx = Ctx::new("share").await;
+    let redis = postbox_testkit::redis_url();
+    let r1 = ctx.relay(&redis, &["--workers", "2"], &[]);
+    let by_pid = |pool: sqlx::PgPool, schema: String| async move {
+        let v: Vec<i64> = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_locks l
+              WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+                AND l.classid::int4 = hashtext('postbox.partition.' || $1)
+              GROUP BY l.pid ORDER BY 1",
+        )
+        .bind(&schema)
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        v
+    };
+    wait_until(LONG, "one relay to own all 64 partitions", || {
+        let f = by_pid(ctx.pool.clone(), ctx.schema.clone());
+        async move { f.await == vec![32, 32] }
+    })
+    .await;
+    let mut r2 = ctx.relay(&redis, &["--workers", "2"], &[]);
+    wait_until(LONG, "two relays to share the partitions evenly", || {
+        let f = by_pid(ctx.pool.clone(), ctx.schema.clone());
+        async move { f.await == vec![16, 16, 16, 16] }
+    })
+    .await;
+    r2.signal("KILL");
+    r2.wait(LONG).await;
+    wait_until(LONG, "the survivor to take over every partition", || {
+        let f = by_pid(ctx.pool.clone(), ctx.schema.clone());
+        async move { f.await == vec![32, 32] }
+    })
+    .await;
+    drop(r1);
+    ctx.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_finishes_and_exits_zero() {
+    let ctx = Ctx::new("term").await;
+    let redis = postbox_testkit::redis_url();
+    let mut relay = ctx.relay(&redis, &[], &[]);
+    relay.wait_for_line("relay started", LONG).await;
+    ctx.produce((0..20).map(|i| ctx.event("k", i + 1)).collect())
+        .await;
+    wait_until(LONG, "events relayed", || async { ctx.unsent().await == 0 }).await;
+    relay.signal("TERM");
+    assert_eq!(
+        relay.wait(std::time::Duration::from_secs(15)).await,
+        Some(0),
+        "{}",
+        relay.output()
+    );
+    assert!(relay.output().contains("relay stopped"));
+    // Its partitions are free again.
+    let held: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND classid::int4 = hashtext('postbox.partition.' || $1)")
+        .bind(&ctx.schema)
+        .fetch_one(&ctx.pool)
+        .await
+        .unwrap();
+    assert_eq!(held, 0);
+    ctx.cleanup().await;
+}

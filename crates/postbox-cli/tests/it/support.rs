@@ -1,0 +1,198 @@
+//! Helpers shared by the integration tests.
+
+#![allow(dead_code)]
+
+use postbox::{Event, Outbox};
+pub use postbox_testkit::{wait_until, RedisServer, RelayProcess};
+use redis::AsyncCommands;
+use sqlx::PgPool;
+use std::time::Duration;
+
+/// The `postbox` binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_postbox");
+
+/// A migrated schema of its own plus a queue name of its own.
+pub struct Ctx {
+    pub pool: PgPool,
+    pub schema: String,
+    pub outbox: Outbox,
+    pub queue: String,
+}
+
+impl Ctx {
+    pub async fn new(prefix: &str) -> Ctx {
+        let pool = postbox_testkit::pool().await;
+        let schema = postbox_testkit::unique_schema(prefix);
+        let mut conn = pool.acquire().await.unwrap();
+        postbox::migrate::run(
+            &mut conn,
+            &postbox::SchemaName::new(&schema).unwrap(),
+            Default::default(),
+        )
+        .await
+        .unwrap();
+        Ctx {
+            outbox: Outbox::new(&schema).unwrap(),
+            queue: format!("{schema}-q"),
+            schema,
+            pool,
+        }
+    }
+
+    /// Relay args for this schema, fast timings for tests.
+    pub fn relay_args(&self) -> Vec<String> {
+        vec![
+            "--database-url".into(),
+            postbox_testkit::database_url(),
+            "--schemas".into(),
+            self.schema.clone(),
+            "--rebalance-interval".into(),
+            "200ms".into(),
+            "--backoff-max".into(),
+            "500ms".into(),
+            "--publish-timeout".into(),
+            "3s".into(),
+        ]
+    }
+
+    /// Start a relay on this schema publishing to `redis_url`.
+    pub fn relay(&self, redis_url: &str, extra: &[&str], env: &[(&str, &str)]) -> RelayProcess {
+        let mut args = self.relay_args();
+        args.push("--redis-url".into());
+        args.push(redis_url.into());
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        RelayProcess::spawn(BIN, &args, env)
+    }
+
+    /// Enqueue and commit one event per transaction.
+    pub async fn produce(&self, events: Vec<Event>) {
+        for e in events {
+            let mut tx = self.pool.begin().await.unwrap();
+            self.outbox.enqueue(&mut tx, e).await.unwrap();
+            tx.commit().await.unwrap();
+        }
+    }
+
+    /// An event for this test's queue.
+    pub fn event(&self, key: &str, seq: usize) -> Event {
+        Event::new(
+            &self.queue,
+            "test.event",
+            serde_json::json!({"key": key, "seq": seq}),
+        )
+        .key(key)
+    }
+
+    pub async fn unsent(&self) -> i64 {
+        sqlx::query_scalar(&format!(
+            "SELECT count(*) FROM {}.outbox WHERE sent_at IS NULL",
+            self.schema
+        ))
+        .fetch_one(&self.pool)
+        .await
+        .unwrap()
+    }
+
+    pub async fn dead_letters(&self) -> Vec<(String, String)> {
+        sqlx::query_as(&format!(
+            "SELECT event_id::text, last_error FROM {}.outbox_dead_letter ORDER BY id",
+            self.schema
+        ))
+        .fetch_all(&self.pool)
+        .await
+        .unwrap()
+    }
+
+    pub async fn cleanup(self) {
+        postbox_testkit::drop_schema(&self.pool, &self.schema).await;
+    }
+}
+
+/// A raw Redis view of one BullMQ queue, independent of the bullmq crate.
+#[derive(Clone)]
+pub struct RedisView {
+    conn: redis::aio::MultiplexedConnection,
+    queue: String,
+}
+
+impl RedisView {
+    pub async fn new(url: &str, queue: &str) -> RedisView {
+        let client = redis::Client::open(url).unwrap();
+        RedisView {
+            conn: client.get_multiplexed_async_connection().await.unwrap(),
+            queue: queue.to_owned(),
+        }
+    }
+
+    /// Job ids in the order they were added to the wait list (LPUSH, so reversed).
+    pub async fn waiting_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .conn
+            .clone()
+            .lrange(format!("bull:{}:wait", self.queue), 0, -1)
+            .await
+            .unwrap();
+        ids.reverse();
+        ids
+    }
+
+    /// A job's data, parsed.
+    pub async fn data(&self, id: &str) -> serde_json::Value {
+        let s: String = self
+            .conn
+            .clone()
+            .hget(format!("bull:{}:{id}", self.queue), "data")
+            .await
+            .unwrap();
+        serde_json::from_str(&s).unwrap()
+    }
+
+    /// A job's name.
+    pub async fn name(&self, id: &str) -> String {
+        self.conn
+            .clone()
+            .hget(format!("bull:{}:{id}", self.queue), "name")
+            .await
+            .unwrap()
+    }
+
+    /// The events of the waiting jobs, in add order: (job id, key, seq).
+    pub async fn waiting(&self) -> Vec<(String, String, u64)> {
+        let mut out = Vec::new();
+        for id in self.waiting_ids().await {
+            let d = self.data(&id).await;
+            out.push((
+                id,
+                d["key"].as_str().unwrap().to_owned(),
+                d["seq"].as_u64().unwrap(),
+            ));
+        }
+        out
+    }
+
+    pub async fn wait_len(&self) -> usize {
+        let n: usize = self
+            .conn
+            .clone()
+            .llen(format!("bull:{}:wait", self.queue))
+            .await
+            .unwrap();
+        n
+    }
+}
+
+/// Per key, the seqs must be strictly increasing in add order.
+pub fn assert_per_key_order(seen: &[(String, String, u64)]) {
+    let mut last: std::collections::HashMap<&str, u64> = Default::default();
+    for (id, key, seq) in seen {
+        if let Some(prev) = last.insert(key, *seq) {
+            assert!(
+                *seq > prev,
+                "key {key}: seq {seq} (job {id}) came after {prev}"
+            );
+        }
+    }
+}
+
+pub const LONG: Duration = Duration::from_secs(60);

@@ -1,0 +1,106 @@
+# Shared set-up for scripts/demo.sh and scripts/test.sh (sourced, not run).
+# Makes sure PostgreSQL and Redis answer (starting, or installing with apt,
+# what is missing) unless DATABASE_URL / REDIS_URL point elsewhere, and
+# exports both URLs.
+
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+APT_UPDATED=""
+
+say() { printf '==> %s\n' "$*" >&2; }
+
+apt_install() {
+  if [ -z "$APT_UPDATED" ]; then
+    say "apt-get update"
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+    APT_UPDATED=1
+  fi
+  say "apt-get install $*"
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+need_cmd() { # need_cmd COMMAND PACKAGE...
+  local cmd="$1"; shift
+  command -v "$cmd" >/dev/null 2>&1 || apt_install "$@"
+}
+
+ensure_rust() {
+  if ! command -v cargo >/dev/null 2>&1; then
+    echo "cargo not found: install Rust (https://rustup.rs) and run this again" >&2
+    exit 1
+  fi
+}
+
+# PostgreSQL: use DATABASE_URL if set; otherwise a local server on 127.0.0.1:5432
+# (started, or installed, here) and a database named $1.
+ensure_postgres() {
+  local dbname="${1:-postgres}"
+  need_cmd psql postgresql-client
+  if [ -n "${DATABASE_URL:-}" ]; then
+    if ! psql "$DATABASE_URL" -qAtc 'SELECT 1' >/dev/null 2>&1; then
+      echo "DATABASE_URL is set but PostgreSQL does not answer there; fix it or unset DATABASE_URL to use a local server" >&2
+      exit 1
+    fi
+    export DATABASE_URL
+    return
+  fi
+  local admin="postgres://postgres:postgres@127.0.0.1:5432/postgres"
+  if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
+    if ! ls /etc/postgresql/*/main >/dev/null 2>&1; then
+      apt_install postgresql
+    fi
+    local version
+    version="$(ls /etc/postgresql | sort -V | tail -n 1)"
+    say "starting PostgreSQL $version"
+    $SUDO pg_ctlcluster --skip-systemctl-redirect "$version" main start 2>/dev/null \
+      || $SUDO pg_ctlcluster "$version" main start
+    for _ in $(seq 1 50); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 0.2; done
+  fi
+  if ! psql "$admin" -qAtc 'SELECT 1' >/dev/null 2>&1; then
+    # A fresh Debian cluster has password auth on TCP and no password: set one
+    # for the local superuser (only on this machine's own cluster).
+    say "setting a local password for the postgres role"
+    (cd / && $SUDO -u postgres psql -qc "ALTER USER postgres PASSWORD 'postgres'" >/dev/null 2>&1) \
+      || (cd / && su postgres -c "psql -qc \"ALTER USER postgres PASSWORD 'postgres'\"" >/dev/null)
+  fi
+  if [ "$dbname" != "postgres" ] && [ "$(psql "$admin" -qAtc "SELECT 1 FROM pg_database WHERE datname = '$dbname'")" != "1" ]; then
+    psql "$admin" -qc "CREATE DATABASE $dbname" >/dev/null
+  fi
+  export DATABASE_URL="postgres://postgres:postgres@127.0.0.1:5432/$dbname"
+}
+
+# Redis: use REDIS_URL if set; otherwise a local server on 127.0.0.1:6379.
+# redis-server is installed either way: tests start throwaway instances of it.
+ensure_redis() {
+  need_cmd redis-server redis-server
+  need_cmd redis-cli redis-tools
+  if [ -n "${REDIS_URL:-}" ]; then
+    if ! redis-cli -u "$REDIS_URL" ping >/dev/null 2>&1; then
+      echo "REDIS_URL is set but Redis does not answer PING there; fix it or unset REDIS_URL to use a local server" >&2
+      exit 1
+    fi
+    export REDIS_URL
+    return
+  fi
+  if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+    say "starting Redis on 127.0.0.1:6379"
+    redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no \
+      --dir /tmp --logfile /tmp/postbox-redis.log
+    for _ in $(seq 1 50); do redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1 && break; sleep 0.1; done
+  fi
+  export REDIS_URL="redis://127.0.0.1:6379"
+}
+
+# Node and the pinned npm packages the interop tests run against.
+ensure_node_peers() {
+  need_cmd node nodejs
+  need_cmd npm npm
+  if [ ! -d "$ROOT/tests/node/node_modules" ] || [ "$ROOT/tests/node/package-lock.json" -nt "$ROOT/tests/node/node_modules" ]; then
+    say "npm ci (tests/node)"
+    (cd "$ROOT/tests/node" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    touch "$ROOT/tests/node/node_modules"
+  fi
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The whole test suite, against real PostgreSQL, Redis and Node `bullmq`.
+source "$(dirname "$0")/lib.sh"
+ensure_rust
+ensure_postgres postbox_test
+ensure_redis
+ensure_node_peers
+cd "$ROOT"
+if cargo nextest --version >/dev/null 2>&1; then
+  exec cargo nextest run --workspace --no-fail-fast "$@"
+else
+  exec cargo test --workspace --no-fail-fast "$@"
+fi
