@@ -76,6 +76,12 @@ impl Relay {
         self.preflight().await?;
         let schemas = self.config.validate()?;
         let config = Arc::new(self.config);
+        let instance: Arc<str> = format!(
+            "postbox-relay:{}:{}",
+            std::process::id(),
+            &uuid::Uuid::new_v4().simple().to_string()[..6]
+        )
+        .into();
         let mut tasks = JoinSet::new();
         let mut wakers = HashMap::new();
         for schema in &schemas {
@@ -86,8 +92,11 @@ impl Relay {
                     config.clone(),
                     schema.clone(),
                     n,
-                    self.sink.clone(),
-                    self.stats.clone(),
+                    crate::worker::Parts {
+                        sink: self.sink.clone(),
+                        stats: self.stats.clone(),
+                        instance: instance.clone(),
+                    },
                     rx.clone(),
                     shutdown.clone(),
                 );
@@ -96,10 +105,12 @@ impl Relay {
         }
         tasks.spawn(wake::listen(
             config.database_url.clone(),
+            format!("{instance}:listen"),
             wakers,
             shutdown.clone(),
         ));
         tracing::info!(
+            %instance,
             schemas = ?schemas,
             workers = config.workers,
             sink = self.sink.name(),

@@ -3,7 +3,7 @@
 //! A wake-up is a counter bump on a `watch` channel, so a worker busy with a
 //! batch when the NOTIFY arrives still sees it when it next waits: no lost
 //! wake-ups. When the listener connection drops, notifications in the gap are
-//! lost, so every worker is woken to rescan; polling covers the rest.
+//! lost, so once LISTEN is back in force every worker is woken to rescan.
 
 use crate::{Backoff, Secret};
 use sqlx::postgres::PgListener;
@@ -21,6 +21,7 @@ fn bump(tx: &WakeTx) {
 
 pub(crate) async fn listen(
     url: Secret,
+    app_name: String,
     wakers: HashMap<String, WakeTx>,
     shutdown: CancellationToken,
 ) {
@@ -31,7 +32,11 @@ pub(crate) async fn listen(
     let mut failures = 0u32;
     'connect: while !shutdown.is_cancelled() {
         let listener = async {
-            let mut l = PgListener::connect(url.expose()).await?;
+            let opts: sqlx::postgres::PgConnectOptions = url.expose().parse()?;
+            let pool = sqlx::postgres::PgPoolOptions::new()
+                .max_connections(1)
+                .connect_lazy_with(opts.application_name(&app_name));
+            let mut l = PgListener::connect_with(&pool).await?;
             l.listen(postbox::NOTIFY_CHANNEL).await?;
             Ok::<_, sqlx::Error>(l)
         };
@@ -64,12 +69,13 @@ pub(crate) async fn listen(
                     }
                 }
                 Ok(None) => {
+                    // Reconnect here rather than inside sqlx, so the rescan
+                    // wake-up happens only once LISTEN is in force again.
                     tracing::warn!("relay listener connection lost; reconnecting");
-                    wakers.values().for_each(bump);
+                    continue 'connect;
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "relay listener failed; reconnecting");
-                    wakers.values().for_each(bump);
                     continue 'connect;
                 }
             }

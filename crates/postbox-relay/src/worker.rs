@@ -21,9 +21,19 @@ pub(crate) struct Worker {
     stats: Arc<Stats>,
     wake: WakeRx,
     shutdown: CancellationToken,
+    /// `application_name` of the session, so operators can tell relays apart.
+    app_name: String,
     /// Partitions whose advisory lock this worker's session holds.
     owned: Vec<i16>,
     failpoint: Option<String>,
+}
+
+/// What every worker of a relay shares.
+pub(crate) struct Parts {
+    pub sink: Arc<dyn Sink>,
+    pub stats: Arc<Stats>,
+    /// `postbox-relay:<pid>:<random>`, the prefix of the sessions' application_name.
+    pub instance: Arc<str>,
 }
 
 /// What one pass of the loop found.
@@ -41,11 +51,15 @@ impl Worker {
         config: Arc<Config>,
         schema: SchemaName,
         n: usize,
-        sink: Arc<dyn Sink>,
-        stats: Arc<Stats>,
+        parts: Parts,
         wake: WakeRx,
         shutdown: CancellationToken,
     ) -> Self {
+        let Parts {
+            sink,
+            stats,
+            instance,
+        } = parts;
         Worker {
             q: Queries::new(&schema),
             // Spread the workers' first choices over the partition ring.
@@ -57,6 +71,7 @@ impl Worker {
             wake,
             shutdown,
             owned: Vec::new(),
+            app_name: format!("{instance}:worker"),
             failpoint: std::env::var("POSTBOX_FAILPOINT").ok(),
         }
     }
@@ -79,35 +94,44 @@ impl Worker {
             };
             failures = 0;
             let mut broker_failures = 0u32;
-            let mut last_rebalance: Option<Instant> = None;
+            let mut next_rebalance = Instant::now();
+            // Claim at once on (re)connect: rows may have waited while we were away.
+            let mut claim_now = true;
+            let mut next_poll = Instant::now();
             let result: Result<(), sqlx::Error> = async {
                 while !self.shutdown.is_cancelled() {
-                    if last_rebalance.is_none_or(|t| t.elapsed() >= self.config.rebalance_interval)
-                    {
-                        self.rebalance(&mut conn).await?;
-                        last_rebalance = Some(Instant::now());
+                    if Instant::now() >= next_rebalance {
+                        // Newly taken partitions may hold a backlog: claim now.
+                        claim_now |= self.rebalance(&mut conn).await?;
+                        next_rebalance = Instant::now() + self.config.rebalance_interval;
+                    }
+                    if !(claim_now || Instant::now() >= next_poll) {
+                        claim_now = self.idle(next_poll.min(next_rebalance)).await;
+                        continue;
                     }
                     // Mark wake-ups seen *before* claiming: a NOTIFY that lands
-                    // during the claim makes the next wait return at once.
+                    // during the claim makes the next idle return at once.
                     self.wake.borrow_and_update();
+                    claim_now = false;
                     let pass = if self.owned.is_empty() {
                         Pass::Drained
                     } else {
                         self.pass(&mut conn).await?
                     };
                     match pass {
-                        Pass::Full => broker_failures = 0,
+                        // Drain without waiting while batches come back full.
+                        Pass::Full => {
+                            broker_failures = 0;
+                            claim_now = true;
+                        }
                         Pass::Drained => {
                             broker_failures = 0;
-                            let until_rebalance = self.config.rebalance_interval.saturating_sub(
-                                last_rebalance.map_or(Duration::ZERO, |t| t.elapsed()),
-                            );
-                            self.idle(self.config.poll_interval.min(until_rebalance))
-                                .await;
+                            next_poll = Instant::now() + self.config.poll_interval;
                         }
                         Pass::BrokerDown => {
                             self.pause(transient.delay(broker_failures)).await;
                             broker_failures += 1;
+                            claim_now = true;
                         }
                     }
                 }
@@ -130,7 +154,7 @@ impl Worker {
 
     async fn connect(&self) -> Result<PgConnection, sqlx::Error> {
         let opts: sqlx::postgres::PgConnectOptions = self.config.database_url.expose().parse()?;
-        let mut conn = PgConnection::connect_with(&opts.application_name("postbox-relay")).await?;
+        let mut conn = PgConnection::connect_with(&opts.application_name(&self.app_name)).await?;
         sqlx::query(&self.q.relay_member_join)
             .bind(self.schema.as_str())
             .execute(&mut conn)
@@ -140,7 +164,8 @@ impl Worker {
 
     /// Hold this worker's share of the partitions: give back the excess (we
     /// are between batches, so nothing of them is in flight), take free ones.
-    async fn rebalance(&mut self, conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+    /// Returns whether partitions were acquired.
+    async fn rebalance(&mut self, conn: &mut PgConnection) -> Result<bool, sqlx::Error> {
         let members: i64 = sqlx::query_scalar(&self.q.relay_member_count)
             .bind(self.schema.as_str())
             .fetch_one(&mut *conn)
@@ -170,9 +195,10 @@ impl Worker {
             if !got.is_empty() {
                 tracing::debug!(schema = %self.schema, acquired = ?got, "partitions acquired");
                 self.owned.extend(got);
+                return Ok(true);
             }
         }
-        Ok(())
+        Ok(false)
     }
 
     /// Claim → publish → mark → commit, once.
@@ -292,12 +318,12 @@ impl Worker {
         }
     }
 
-    /// Wait for a NOTIFY of this schema, the poll timer, or shutdown.
-    async fn idle(&mut self, d: Duration) {
+    /// Wait for a NOTIFY of this schema, `until`, or shutdown. True if woken by a NOTIFY.
+    async fn idle(&mut self, until: Instant) -> bool {
         tokio::select! {
-            _ = self.shutdown.cancelled() => {}
-            _ = tokio::time::sleep(d) => {}
-            _ = self.wake.changed() => {}
+            _ = self.shutdown.cancelled() => false,
+            _ = tokio::time::sleep_until(until.into()) => false,
+            r = self.wake.changed() => r.is_ok(),
         }
     }
 }

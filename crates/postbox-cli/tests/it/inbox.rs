@@ -1,6 +1,7 @@
 //! The inbox: Fresh once, Duplicate after; the Rust worker skips redeliveries.
 
 use crate::support::*;
+use futures::FutureExt;
 use postbox::{Inbox, Receipt};
 
 #[tokio::test]
@@ -49,5 +50,118 @@ async fn receive_is_fresh_once_then_duplicate() {
     });
     a.commit().await.unwrap();
     assert_eq!(b.await.unwrap(), Receipt::Duplicate);
+    ctx.cleanup().await;
+}
+
+struct Effects {
+    insert: String,
+    duplicates: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl postbox_bullmq::InboxHandler for Effects {
+    async fn handle(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        job: &postbox_bullmq::bullmq::Job,
+    ) -> Result<(), postbox_relay::BoxError> {
+        sqlx::query(&self.insert).bind(job.id()).execute(tx).await?;
+        Ok(())
+    }
+    async fn on_duplicate(&self, _job: &postbox_bullmq::bullmq::Job) {
+        self.duplicates
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inbox_worker_runs_the_effect_once_per_event() {
+    use postbox_bullmq::bullmq::{
+        options::RedisConnectionOptions, Queue, QueueOptions, WorkerOptions,
+    };
+    let ctx = Ctx::new("inboxw").await;
+    let redis = postbox_testkit::redis_url();
+    sqlx::raw_sql(&format!(
+        "CREATE TABLE {}.effects (job_id text)",
+        ctx.schema
+    ))
+    .execute(&ctx.pool)
+    .await
+    .unwrap();
+    let handler = std::sync::Arc::new(Effects {
+        insert: format!("INSERT INTO {}.effects VALUES ($1)", ctx.schema),
+        duplicates: Default::default(),
+    });
+    let conn = RedisConnectionOptions {
+        url: redis.clone(),
+        ..Default::default()
+    };
+    let worker = postbox_bullmq::inbox_worker(
+        ctx.pool.clone(),
+        Inbox::new(&ctx.schema).unwrap(),
+        "effects",
+        &ctx.queue,
+        handler.clone(),
+        WorkerOptions {
+            connection: conn.clone(),
+            drain_delay: 1,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let relay = ctx.relay(&redis, &["--poll-interval", "100ms"], &[]);
+    ctx.produce((1..=3).map(|i| ctx.event("k", i)).collect())
+        .await;
+    let effects = |pool: sqlx::PgPool, schema: String| async move {
+        sqlx::query_scalar::<_, i64>(&format!("SELECT count(*) FROM {schema}.effects"))
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    };
+    wait_until(LONG, "three effects", || {
+        effects(ctx.pool.clone(), ctx.schema.clone()).map(|n| n == 3)
+    })
+    .await;
+
+    // BullMQ dropped a completed job, then the relay republished its event
+    // (a crash between publish and mark): the job really arrives again.
+    let (id, event_id): (i64, String) = sqlx::query_as(&format!(
+        "SELECT id, event_id::text FROM {}.outbox ORDER BY id LIMIT 1",
+        ctx.schema
+    ))
+    .fetch_one(&ctx.pool)
+    .await
+    .unwrap();
+    let queue = Queue::with_options(
+        &ctx.queue,
+        QueueOptions {
+            connection: conn,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert!(queue.remove(&event_id).await.unwrap());
+    sqlx::query(&format!(
+        "UPDATE {}.outbox SET sent_at = NULL WHERE id = $1",
+        ctx.schema
+    ))
+    .bind(id)
+    .execute(&ctx.pool)
+    .await
+    .unwrap();
+    wait_until(LONG, "the redelivery to be skipped", || {
+        let n = handler.duplicates.load(std::sync::atomic::Ordering::SeqCst);
+        async move { n == 1 }
+    })
+    .await;
+    assert_eq!(
+        effects(ctx.pool.clone(), ctx.schema.clone()).await,
+        3,
+        "effect ran once per event"
+    );
+    worker.close(5000).await.unwrap();
+    drop(relay);
     ctx.cleanup().await;
 }

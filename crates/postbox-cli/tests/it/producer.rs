@@ -1,6 +1,7 @@
 //! The producer joins the caller's transaction: rollback leaves nothing, commit one row per event.
 
 use crate::support::*;
+use futures::FutureExt;
 use postbox::Event;
 
 #[tokio::test]
@@ -139,5 +140,49 @@ async fn plain_sql_producer_wakes_the_relay() {
     )
     .await;
     assert_eq!(view.wait_len().await, 1);
+    ctx.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listener_reconnects_after_its_session_is_killed() {
+    let ctx = Ctx::new("relisten").await;
+    let redis = postbox_testkit::redis_url();
+    let relay = ctx.relay(&redis, &["--poll-interval", "60s"], &[]);
+    relay.wait_for_line("relay started", LONG).await;
+    let app = format!("postbox-relay:{}:%:listen", relay.pid());
+    let listener_pid = |pool: sqlx::PgPool, app: String| async move {
+        sqlx::query_scalar::<_, i32>("SELECT pid FROM pg_stat_activity WHERE application_name LIKE $1 AND query LIKE 'LISTEN%'")
+            .bind(app)
+            .fetch_optional(&pool)
+            .await
+            .unwrap()
+    };
+    wait_until(LONG, "the listener session", || {
+        listener_pid(ctx.pool.clone(), app.clone()).map(|p| p.is_some())
+    })
+    .await;
+    let old = listener_pid(ctx.pool.clone(), app.clone()).await.unwrap();
+    sqlx::query("SELECT pg_terminate_backend($1)")
+        .bind(old)
+        .execute(&ctx.pool)
+        .await
+        .unwrap();
+    wait_until(LONG, "a new listener session", || {
+        listener_pid(ctx.pool.clone(), app.clone()).map(move |p| p.is_some_and(|p| p != old))
+    })
+    .await;
+    // Polling is a minute away: only the re-established LISTEN can deliver this quickly.
+    ctx.produce(vec![ctx.event("k", 1)]).await;
+    wait_until(
+        std::time::Duration::from_secs(10),
+        "delivery through the new listener",
+        || async { ctx.unsent().await == 0 },
+    )
+    .await;
+    assert!(
+        relay.output().contains("relay listener") && relay.output().contains("reconnecting"),
+        "{}",
+        relay.output()
+    );
     ctx.cleanup().await;
 }
