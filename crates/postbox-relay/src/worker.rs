@@ -215,6 +215,14 @@ impl Worker {
             return Ok(Pass::Drained);
         }
         let full = batch.len() as i64 >= self.config.batch_size;
+        if self.failpoint.as_deref() == Some("slow_publish") {
+            // Test hook: a batch in flight for a second, e.g. to SIGTERM it.
+            eprintln!(
+                "postbox failpoint slow_publish: holding {} events for 1s",
+                batch.len()
+            );
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
 
         let deliveries = match tokio::time::timeout(
             self.config.publish_timeout,

@@ -201,3 +201,84 @@ async fn a_waiting_poison_row_holds_back_its_key_only() {
     drop(relay);
     ctx.cleanup().await;
 }
+
+#[test]
+fn settings_layer_file_then_env_then_flags() {
+    let path = std::env::temp_dir().join(format!("postbox-ok-{}.toml", postbox_testkit::suffix()));
+    std::fs::write(
+        &path,
+        "[relay]\ndatabase_url = \"postgres://u:filepw@h/db\"\nschemas = [\"from_file\"]\nbatch_size = 7\nworkers = 3\n\n[bullmq]\nprefix = \"custom\"\n",
+    )
+    .unwrap();
+    let file = path.to_str().unwrap();
+    let (ok, out) = relay_output(&["--config", file, "--print-config"], &[]);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("batch_size: 7")
+            && out.contains("workers: 3")
+            && out.contains("\"from_file\""),
+        "{out}"
+    );
+    assert!(
+        out.contains("prefix: \"custom\"") && !out.contains("filepw"),
+        "{out}"
+    );
+
+    let (ok, out) = relay_output(
+        &["--config", file, "--print-config"],
+        &[("POSTBOX_BATCH_SIZE", "9")],
+    );
+    assert!(
+        ok && out.contains("batch_size: 9") && out.contains("workers: 3"),
+        "{out}"
+    );
+
+    let (ok, out) = relay_output(
+        &["--config", file, "--print-config", "--batch-size", "11"],
+        &[("POSTBOX_BATCH_SIZE", "9")],
+    );
+    assert!(ok && out.contains("batch_size: 11"), "{out}");
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn help_documents_every_option_with_its_default() {
+    let out = Command::new(BIN)
+        .args(["relay", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for opt in [
+        "--database-url",
+        "--schemas",
+        "--workers",
+        "--batch-size",
+        "--poll-interval",
+        "--rebalance-interval",
+        "--publish-timeout",
+        "--backoff-min",
+        "--backoff-max",
+        "--max-attempts",
+        "--retry-base",
+        "--retry-max",
+        "--redis-url",
+        "--bullmq-prefix",
+        "--bullmq-payload",
+        "--bullmq-max-job-bytes",
+    ] {
+        let line = help
+            .lines()
+            .skip_while(|l| !l.contains(opt))
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(
+            line.contains("default") || opt == "--database-url",
+            "{opt} has no default in --help: {line}"
+        );
+        assert!(
+            line.contains("env: POSTBOX_"),
+            "{opt} does not show its env var: {line}"
+        );
+    }
+}

@@ -130,3 +130,34 @@ async fn sigterm_finishes_and_exits_zero() {
     assert_eq!(held, 0);
     ctx.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_mid_batch_commits_the_batch_then_exits_zero() {
+    let ctx = Ctx::new("termmid").await;
+    let redis = postbox_testkit::redis_url();
+    ctx.produce((0..10).map(|i| ctx.event("k", i + 1)).collect())
+        .await;
+    let mut relay = ctx.relay(
+        &redis,
+        &["--workers", "1"],
+        &[("POSTBOX_FAILPOINT", "slow_publish")],
+    );
+    relay
+        .wait_for_line("failpoint slow_publish: holding 10 events", LONG)
+        .await;
+    relay.signal("TERM");
+    assert_eq!(
+        relay.wait(std::time::Duration::from_secs(15)).await,
+        Some(0),
+        "{}",
+        relay.output()
+    );
+    assert_eq!(
+        ctx.unsent().await,
+        0,
+        "the batch in flight was finished and committed"
+    );
+    let view = RedisView::new(&redis, &ctx.queue).await;
+    assert_eq!(view.wait_len().await, 10);
+    ctx.cleanup().await;
+}
