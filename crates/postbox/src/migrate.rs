@@ -103,9 +103,15 @@ pub async fn run(
         .bind(schema.as_str())
         .execute(&mut *tx)
         .await?;
-    sqlx::query(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
-        .execute(&mut *tx)
+    let exists: bool = sqlx::query_scalar(&q.schema_namespace_exists)
+        .bind(schema.as_str())
+        .fetch_one(&mut *tx)
         .await?;
+    if !exists {
+        sqlx::query(&format!("CREATE SCHEMA {schema}"))
+            .execute(&mut *tx)
+            .await?;
+    }
     sqlx::query(&q.migrations_table_create)
         .execute(&mut *tx)
         .await?;

@@ -34,6 +34,7 @@ queries!(
     migrations_list,
     migrations_record,
     schema_exists,
+    schema_namespace_exists,
     notify_trigger_drop,
     notify_trigger_create,
     outbox_insert,

@@ -1,0 +1,1 @@
+SELECT id, title FROM {schema}.chats ORDER BY id

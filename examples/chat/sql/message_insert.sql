@@ -1,0 +1,2 @@
+INSERT INTO {schema}.messages (chat_id, body) VALUES ($1, $2)
+RETURNING id, chat_id, body, created_at, delivered_at

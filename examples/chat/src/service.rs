@@ -1,0 +1,470 @@
+//! One chat service: HTTP API and page, socket.io rooms, the inbox worker for
+//! messages and receipts from the peer, and (optionally) its own relay.
+
+use crate::model::{self, Message, MessageCreated, MessageReceived, MAX_BODY_CHARS};
+use crate::Error;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use postbox::{Event, Inbox, Outbox, SchemaName};
+use postbox_bullmq::bullmq::options::RedisConnectionOptions;
+use postbox_bullmq::bullmq::{Job, WorkerOptions};
+use postbox_bullmq::{inbox_worker, BullmqConfig, BullmqSink, InboxHandler};
+use serde::Deserialize;
+use socketioxide::extract::{Data, SocketRef};
+use socketioxide::SocketIo;
+use sqlx::{PgConnection, PgPool};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+#[derive(clap::Args, Clone)]
+pub struct Args {
+    /// This service's name, shown on its page (`consumers` or `workers`).
+    #[arg(long)]
+    pub service: String,
+    /// The other service's name.
+    #[arg(long)]
+    pub peer: String,
+    /// Schema of this service [default: the service name].
+    #[arg(long)]
+    pub schema: Option<String>,
+    /// Schema of the peer, which names the queue it consumes [default: the peer name].
+    #[arg(long)]
+    pub peer_schema: Option<String>,
+    /// PostgreSQL URL, as this service's own role.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: String,
+    /// Redis URL for BullMQ.
+    #[arg(
+        long,
+        env = "REDIS_URL",
+        hide_env_values = true,
+        default_value = "redis://127.0.0.1:6379"
+    )]
+    pub redis_url: String,
+    /// Address of the HTTP server.
+    #[arg(long, default_value = "127.0.0.1:8081")]
+    pub listen: String,
+    /// Run the relay inside this process instead of a separate `postbox relay`.
+    #[arg(long)]
+    pub embedded_relay: bool,
+    /// BullMQ job lock duration (ms): how soon a job of a crashed worker is redelivered.
+    #[arg(long, default_value_t = 30_000)]
+    pub lock_duration_ms: u64,
+}
+
+struct Svc {
+    service: String,
+    peer_topic: String,
+    pool: PgPool,
+    outbox: Outbox,
+    io: SocketIo,
+    q_list: String,
+    q_exists: String,
+    q_insert: String,
+    q_history: String,
+    q_received: String,
+    q_delivered: String,
+}
+
+impl Svc {
+    fn shown(&self, what: &str) {
+        // The demo's timeline reads these lines.
+        println!("{}: {what}", self.service);
+    }
+}
+
+pub async fn run(a: Args) -> Result<(), Error> {
+    let schema = SchemaName::new(a.schema.as_deref().unwrap_or(&a.service))?;
+    let peer_schema = SchemaName::new(a.peer_schema.as_deref().unwrap_or(&a.peer))?;
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(10)
+        .connect(&a.database_url)
+        .await
+        .map_err(|e| {
+            format!(
+                "cannot connect to PostgreSQL at {}: {e}",
+                postbox_relay::Secret::new(a.database_url.clone())
+            )
+        })?;
+    let mut c = pool.acquire().await?;
+    postbox::migrate::ensure_migrated(&mut c, &schema).await?;
+    drop(c);
+
+    let (layer, io) = SocketIo::new_layer();
+    io.ns("/", async |s: SocketRef| {
+        s.on(
+            "join",
+            async |s: SocketRef, Data(d): Data<serde_json::Value>| {
+                if let Some(id) = d["chat_id"].as_i64() {
+                    s.join(format!("chat:{id}"));
+                }
+            },
+        );
+        s.on(
+            "leave",
+            async |s: SocketRef, Data(d): Data<serde_json::Value>| {
+                if let Some(id) = d["chat_id"].as_i64() {
+                    s.leave(format!("chat:{id}"));
+                }
+            },
+        );
+    });
+
+    let r = |t: &str| postbox::sql::render(t, &schema);
+    let svc = Arc::new(Svc {
+        service: a.service.clone(),
+        peer_topic: model::queue_for(peer_schema.as_str()),
+        outbox: Outbox::new(schema.as_str())?,
+        io: io.clone(),
+        q_list: r(include_str!("../sql/chat_list.sql")),
+        q_exists: r(include_str!("../sql/chat_exists.sql")),
+        q_insert: r(include_str!("../sql/message_insert.sql")),
+        q_history: r(include_str!("../sql/message_history.sql")),
+        q_received: r(include_str!("../sql/received_insert.sql")),
+        q_delivered: r(include_str!("../sql/message_mark_delivered.sql")),
+        pool: pool.clone(),
+    });
+
+    let shutdown = CancellationToken::new();
+    let worker = inbox_worker(
+        pool.clone(),
+        Inbox::new(schema.as_str())?,
+        &format!("chat-{}", a.service),
+        &model::queue_for(schema.as_str()),
+        Arc::new(Receiver(svc.clone())),
+        WorkerOptions {
+            connection: RedisConnectionOptions {
+                url: a.redis_url.clone(),
+                ..Default::default()
+            },
+            lock_duration: a.lock_duration_ms,
+            stalled_interval: a.lock_duration_ms.min(30_000),
+            drain_delay: 1,
+            ..Default::default()
+        },
+    )
+    .await
+    .map_err(|e| {
+        format!(
+            "cannot start the BullMQ worker (Redis at {}): {e}",
+            postbox_relay::Secret::new(a.redis_url.clone())
+        )
+    })?;
+
+    let relay = if a.embedded_relay {
+        let sink = Arc::new(BullmqSink::new(BullmqConfig {
+            redis_url: postbox_relay::Secret::new(a.redis_url.clone()),
+            ..Default::default()
+        })?);
+        let relay = postbox_relay::Relay::new(
+            postbox_relay::Config {
+                database_url: postbox_relay::Secret::new(a.database_url.clone()),
+                schemas: vec![schema.to_string()],
+                workers: 1,
+                ..Default::default()
+            },
+            sink,
+        )?;
+        Some(tokio::spawn(relay.run(shutdown.clone())))
+    } else {
+        None
+    };
+
+    let app = Router::new()
+        .route(
+            "/",
+            get(async || Html(include_str!("../static/index.html"))),
+        )
+        .route("/healthz", get(async || "ok"))
+        .route("/api/info", get(info))
+        .route("/api/chats", get(chats))
+        .route("/api/chats/{id}/messages", get(history).post(send))
+        .with_state(svc.clone())
+        .layer(layer);
+    let listener = tokio::net::TcpListener::bind(&a.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", a.listen))?;
+    println!(
+        "{}: listening on http://{}",
+        a.service,
+        listener.local_addr()?
+    );
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).expect("SIGTERM");
+        let mut int = signal(SignalKind::interrupt()).expect("SIGINT");
+        tokio::select! { _ = term.recv() => {}, _ = int.recv() => {} }
+        stop.cancel();
+    });
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+        .await?;
+    // A deploy: the job in hand finishes (or, if cut off, is redelivered after its lock expires).
+    let _ = worker.close(10_000).await;
+    if let Some(relay) = relay {
+        relay.await??;
+    }
+    println!("{}: stopped", a.service);
+    Ok(())
+}
+
+/// An API error: status plus `{"error": "..."}`.
+struct ApiError(StatusCode, String);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(serde_json::json!({ "error": self.1 }))).into_response()
+    }
+}
+
+impl From<sqlx::Error> for ApiError {
+    fn from(e: sqlx::Error) -> Self {
+        tracing::error!(error = %e, "database error");
+        ApiError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "database unavailable, try again".into(),
+        )
+    }
+}
+
+impl From<postbox::Error> for ApiError {
+    fn from(e: postbox::Error) -> Self {
+        tracing::error!(error = %e, "outbox error");
+        ApiError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "could not store the message, try again".into(),
+        )
+    }
+}
+
+async fn info(State(s): State<Arc<Svc>>) -> Json<serde_json::Value> {
+    let peer = s.peer_topic.trim_start_matches("chat-to-").to_owned();
+    Json(
+        serde_json::json!({ "service": s.service, "peer": peer, "max_body_chars": MAX_BODY_CHARS }),
+    )
+}
+
+async fn chats(State(s): State<Arc<Svc>>) -> Result<Json<serde_json::Value>, ApiError> {
+    let rows: Vec<(i64, String)> = sqlx::query_as(&s.q_list).fetch_all(&s.pool).await?;
+    Ok(Json(
+        rows.into_iter()
+            .map(|(id, title)| serde_json::json!({ "id": id, "title": title }))
+            .collect(),
+    ))
+}
+
+async fn chat_exists(s: &Svc, conn: &mut PgConnection, id: i64) -> Result<(), ApiError> {
+    let exists: bool = sqlx::query_scalar(&s.q_exists)
+        .bind(id)
+        .fetch_one(conn)
+        .await?;
+    if exists {
+        Ok(())
+    } else {
+        Err(ApiError(
+            StatusCode::NOT_FOUND,
+            format!("chat {id} does not exist"),
+        ))
+    }
+}
+
+async fn history(
+    State(s): State<Arc<Svc>>,
+    Path(id): Path<i64>,
+) -> Result<Json<Vec<Message>>, ApiError> {
+    let mut conn = s.pool.acquire().await?;
+    chat_exists(&s, &mut conn, id).await?;
+    let rows: Vec<Message> = sqlx::query_as(&s.q_history)
+        .bind(id)
+        .bind(&s.service)
+        .fetch_all(&mut *conn)
+        .await?;
+    Ok(Json(rows))
+}
+
+#[derive(Deserialize)]
+struct SendBody {
+    body: String,
+}
+
+async fn send(
+    State(s): State<Arc<Svc>>,
+    Path(id): Path<i64>,
+    payload: Result<Json<SendBody>, JsonRejection>,
+) -> Result<(StatusCode, Json<Message>), ApiError> {
+    let Json(SendBody { body }) = payload.map_err(|e| {
+        ApiError(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "expected a JSON object {{\"body\": \"...\"}}: {}",
+                e.body_text()
+            ),
+        )
+    })?;
+    let body = body.trim().to_owned();
+    if body.is_empty() {
+        return Err(ApiError(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "message body is empty".into(),
+        ));
+    }
+    let chars = body.chars().count();
+    if chars > MAX_BODY_CHARS {
+        return Err(ApiError(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("message body is {chars} characters; the limit is {MAX_BODY_CHARS}"),
+        ));
+    }
+    // The message and its event: one transaction, both or neither.
+    let mut tx = s.pool.begin().await?;
+    chat_exists(&s, &mut tx, id).await?;
+    let (mid, chat_id, body, created_at, _delivered): (
+        uuid::Uuid,
+        i64,
+        String,
+        chrono::DateTime<chrono::Utc>,
+        Option<chrono::DateTime<chrono::Utc>>,
+    ) = sqlx::query_as(&s.q_insert)
+        .bind(id)
+        .bind(&body)
+        .fetch_one(&mut *tx)
+        .await?;
+    let event = MessageCreated {
+        id: mid,
+        chat_id,
+        body: body.clone(),
+        sender: s.service.clone(),
+        created_at,
+    };
+    s.outbox
+        .enqueue(
+            &mut tx,
+            Event::new(
+                &s.peer_topic,
+                model::CREATED,
+                serde_json::to_value(&event).expect("serialisable"),
+            )
+            .key(format!("chat:{chat_id}"))
+            .event_id(mid),
+        )
+        .await?;
+    tx.commit().await?;
+    let msg = Message {
+        id: mid,
+        chat_id,
+        body,
+        sender: s.service.clone(),
+        mine: true,
+        created_at,
+        state: "saved".into(),
+    };
+    // Other tabs of this service show it too.
+    let _ =
+        s.io.to(format!("chat:{chat_id}"))
+            .emit("message", &msg)
+            .await;
+    s.shown(&format!("saved {:?} in chat {chat_id}", msg.body));
+    Ok((StatusCode::CREATED, Json(msg)))
+}
+
+/// Handles the peer's jobs inside the inbox transaction.
+struct Receiver(Arc<Svc>);
+
+#[async_trait::async_trait]
+impl InboxHandler for Receiver {
+    async fn handle(
+        &self,
+        tx: &mut PgConnection,
+        job: &Job,
+    ) -> Result<(), postbox_relay::BoxError> {
+        let s = &self.0;
+        match job.name() {
+            model::CREATED => {
+                let m: MessageCreated = serde_json::from_value(job.data().clone())?;
+                sqlx::query(&s.q_received)
+                    .bind(m.id)
+                    .bind(m.chat_id)
+                    .bind(&m.body)
+                    .bind(&m.sender)
+                    .bind(m.created_at)
+                    .execute(&mut *tx)
+                    .await?;
+                // The receipt leaves in the same transaction as the record.
+                let receipt = MessageReceived {
+                    id: m.id,
+                    chat_id: m.chat_id,
+                };
+                s.outbox
+                    .enqueue(
+                        tx,
+                        Event::new(
+                            &s.peer_topic,
+                            model::RECEIVED,
+                            serde_json::to_value(&receipt)?,
+                        )
+                        .key(format!("chat:{}", m.chat_id)),
+                    )
+                    .await?;
+            }
+            model::RECEIVED => {
+                let r: MessageReceived = serde_json::from_value(job.data().clone())?;
+                sqlx::query(&s.q_delivered)
+                    .bind(r.id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            }
+            other => return Err(format!("unknown event {other:?}").into()),
+        }
+        Ok(())
+    }
+
+    async fn after_commit(&self, job: &Job) {
+        let s = &self.0;
+        match job.name() {
+            model::CREATED => {
+                if let Ok(m) = serde_json::from_value::<MessageCreated>(job.data().clone()) {
+                    let msg = Message {
+                        id: m.id,
+                        chat_id: m.chat_id,
+                        body: m.body,
+                        sender: m.sender,
+                        mine: false,
+                        created_at: m.created_at,
+                        state: "received".into(),
+                    };
+                    let _ =
+                        s.io.to(format!("chat:{}", msg.chat_id))
+                            .emit("message", &msg)
+                            .await;
+                    s.shown(&format!(
+                        "shown {:?} in chat {} (from {})",
+                        msg.body, msg.chat_id, msg.sender
+                    ));
+                }
+            }
+            model::RECEIVED => {
+                if let Ok(r) = serde_json::from_value::<MessageReceived>(job.data().clone()) {
+                    let status = serde_json::json!({ "id": r.id, "chat_id": r.chat_id, "state": "delivered" });
+                    let _ =
+                        s.io.to(format!("chat:{}", r.chat_id))
+                            .emit("status", &status)
+                            .await;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    async fn on_duplicate(&self, job: &Job) {
+        if job.name() == model::CREATED {
+            let body = job.data()["body"].as_str().unwrap_or_default().to_owned();
+            self.0
+                .shown(&format!("{body:?} again, already in inbox, skipped"));
+        }
+    }
+}
