@@ -20,6 +20,17 @@ use sqlx::{PgConnection, PgPool};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
+/// Which version of the seed's system to run.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// The naive dual write of the seed: INSERT, then `queue.add` through an
+    /// in-memory retry buffer (like ioredis's offline queue); no inbox. Kept
+    /// to show, in the chaos harness, what postbox fixes.
+    V1,
+    /// postbox: outbox in the message's transaction, relay, inbox.
+    V2,
+}
+
 #[derive(clap::Args, Clone)]
 pub struct Args {
     /// This service's name, shown on its page (`consumers` or `workers`).
@@ -54,10 +65,18 @@ pub struct Args {
     /// BullMQ job lock duration (ms): how soon a job of a crashed worker is redelivered.
     #[arg(long, default_value_t = 30_000)]
     pub lock_duration_ms: u64,
+    /// v2 (postbox) or v1 (the seed's naive dual write, for comparison).
+    #[arg(long, value_enum, default_value = "v2")]
+    pub mode: Mode,
 }
 
 struct Svc {
     service: String,
+    mode: Mode,
+    /// v1 only: the in-memory buffer of events not yet in Redis.
+    v1_buffer: Option<tokio::sync::mpsc::UnboundedSender<MessageCreated>>,
+    /// Test hook: exit right after the inbox commit of this message body.
+    crash_after_inbox: Option<String>,
     peer_topic: String,
     pool: PgPool,
     outbox: Outbox,
@@ -67,6 +86,8 @@ struct Svc {
     q_insert: String,
     q_history: String,
     q_received: String,
+    q_insert_naive: String,
+    q_received_naive: String,
     q_delivered: String,
 }
 
@@ -115,8 +136,14 @@ pub async fn run(a: Args) -> Result<(), Error> {
     });
 
     let r = |t: &str| postbox::sql::render(t, &schema);
+    let (v1_tx, v1_rx) = tokio::sync::mpsc::unbounded_channel();
     let svc = Arc::new(Svc {
         service: a.service.clone(),
+        mode: a.mode,
+        v1_buffer: (a.mode == Mode::V1).then_some(v1_tx),
+        crash_after_inbox: std::env::var("CHAT_FAILPOINT")
+            .ok()
+            .and_then(|f| f.strip_prefix("crash_after_inbox:").map(str::to_owned)),
         peer_topic: model::queue_for(peer_schema.as_str()),
         outbox: Outbox::new(schema.as_str())?,
         io: io.clone(),
@@ -125,37 +152,35 @@ pub async fn run(a: Args) -> Result<(), Error> {
         q_insert: r(include_str!("../sql/message_insert.sql")),
         q_history: r(include_str!("../sql/message_history.sql")),
         q_received: r(include_str!("../sql/received_insert.sql")),
+        q_insert_naive: r(include_str!("../sql/message_insert_naive.sql")),
+        q_received_naive: r(include_str!("../sql/received_insert_naive.sql")),
         q_delivered: r(include_str!("../sql/message_mark_delivered.sql")),
         pool: pool.clone(),
     });
 
     let shutdown = CancellationToken::new();
-    let worker = inbox_worker(
-        pool.clone(),
-        Inbox::new(schema.as_str())?,
-        &format!("chat-{}", a.service),
-        &model::queue_for(schema.as_str()),
-        Arc::new(Receiver(svc.clone())),
-        WorkerOptions {
-            connection: RedisConnectionOptions {
-                url: a.redis_url.clone(),
-                ..Default::default()
-            },
-            lock_duration: a.lock_duration_ms,
-            stalled_interval: a.lock_duration_ms.min(30_000),
-            drain_delay: 1,
+    let opts = WorkerOptions {
+        connection: RedisConnectionOptions {
+            url: a.redis_url.clone(),
             ..Default::default()
         },
-    )
-    .await
-    .map_err(|e| {
-        format!(
-            "cannot start the BullMQ worker (Redis at {}): {e}",
-            postbox_relay::Secret::new(a.redis_url.clone())
-        )
-    })?;
+        lock_duration: a.lock_duration_ms,
+        stalled_interval: a.lock_duration_ms.min(30_000),
+        drain_delay: 1,
+        ..Default::default()
+    };
+    let consumer = tokio::spawn(consume(
+        svc.clone(),
+        a.clone(),
+        schema.clone(),
+        opts,
+        shutdown.clone(),
+    ));
+    if a.mode == Mode::V1 {
+        tokio::spawn(v1_sender(svc.clone(), a.redis_url.clone(), v1_rx));
+    }
 
-    let relay = if a.embedded_relay {
+    let relay = if a.embedded_relay && a.mode == Mode::V2 {
         let sink = Arc::new(BullmqSink::new(BullmqConfig {
             redis_url: postbox_relay::Secret::new(a.redis_url.clone()),
             ..Default::default()
@@ -205,7 +230,7 @@ pub async fn run(a: Args) -> Result<(), Error> {
         .with_graceful_shutdown(shutdown.clone().cancelled_owned())
         .await?;
     // A deploy: the job in hand finishes (or, if cut off, is redelivered after its lock expires).
-    let _ = worker.close(10_000).await;
+    consumer.await?;
     if let Some(relay) = relay {
         relay.await??;
     }
@@ -319,6 +344,9 @@ async fn send(
             StatusCode::PAYLOAD_TOO_LARGE,
             format!("message body is {chars} characters; the limit is {MAX_BODY_CHARS}"),
         ));
+    }
+    if s.mode == Mode::V1 {
+        return send_naive(&s, id, body).await;
     }
     // The message and its event: one transaction, both or neither.
     let mut tx = s.pool.begin().await?;
@@ -445,6 +473,12 @@ impl InboxHandler for Receiver {
                         "shown {:?} in chat {} (from {})",
                         msg.body, msg.chat_id, msg.sender
                     ));
+                    if s.crash_after_inbox.as_deref() == Some(msg.body.as_str()) {
+                        // Committed in the inbox, job not completed: BullMQ redelivers it
+                        // once its lock expires, and the inbox must skip it.
+                        s.shown(&format!("crashed after recording {:?}", msg.body));
+                        std::process::exit(101);
+                    }
                 }
             }
             model::RECEIVED => {
@@ -467,4 +501,179 @@ impl InboxHandler for Receiver {
                 .shown(&format!("{body:?} again, already in inbox, skipped"));
         }
     }
+}
+
+/// Run the consumer of this service's queue until shutdown. Started in the
+/// background and retried, so the service comes up (and keeps its HTTP API)
+/// while Redis is down.
+async fn consume(
+    svc: Arc<Svc>,
+    a: Args,
+    schema: SchemaName,
+    opts: WorkerOptions,
+    shutdown: CancellationToken,
+) {
+    let queue = model::queue_for(schema.as_str());
+    let mut delay = std::time::Duration::from_millis(100);
+    let worker = loop {
+        let started = match svc.mode {
+            Mode::V2 => match Inbox::new(schema.as_str()) {
+                Ok(inbox) => {
+                    inbox_worker(
+                        svc.pool.clone(),
+                        inbox,
+                        &format!("chat-{}", a.service),
+                        &queue,
+                        Arc::new(Receiver(svc.clone())),
+                        opts.clone(),
+                    )
+                    .await
+                }
+                Err(e) => Err(postbox_bullmq::bullmq::Error::InvalidConfig(e.to_string())),
+            },
+            Mode::V1 => {
+                let s = svc.clone();
+                postbox_bullmq::bullmq::Worker::with_options(
+                    &queue,
+                    move |job: Job, _t| {
+                        let s = s.clone();
+                        async move {
+                            receive_naive(&s, &job).await.map_err(|e| {
+                                postbox_bullmq::bullmq::Error::ProcessingError(e.to_string())
+                            })?;
+                            Ok(serde_json::Value::Null)
+                        }
+                    },
+                    opts.clone(),
+                )
+                .await
+            }
+        };
+        match started {
+            Ok(w) => break w,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot start the BullMQ worker yet; retrying");
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(delay) => {}
+                }
+                delay = (delay * 2).min(std::time::Duration::from_secs(2));
+            }
+        }
+    };
+    shutdown.cancelled().await;
+    // A deploy: the job in hand finishes (or, if cut off, is redelivered after its lock expires).
+    let _ = worker.close(10_000).await;
+}
+
+type Stored = (
+    uuid::Uuid,
+    i64,
+    String,
+    chrono::DateTime<chrono::Utc>,
+    Option<chrono::DateTime<chrono::Utc>>,
+);
+
+/// v1: INSERT, commit, then hand the event to an in-memory buffer — the dual write.
+async fn send_naive(
+    s: &Svc,
+    id: i64,
+    body: String,
+) -> Result<(StatusCode, Json<Message>), ApiError> {
+    let mut conn = s.pool.acquire().await?;
+    chat_exists(s, &mut conn, id).await?;
+    let (mid, chat_id, body, created_at, _): Stored = sqlx::query_as(&s.q_insert_naive)
+        .bind(id)
+        .bind(&body)
+        .fetch_one(&mut *conn)
+        .await?;
+    let event = MessageCreated {
+        id: mid,
+        chat_id,
+        body: body.clone(),
+        sender: s.service.clone(),
+        created_at,
+    };
+    if let Some(buffer) = &s.v1_buffer {
+        let _ = buffer.send(event);
+    }
+    s.shown(&format!("saved {body:?} in chat {chat_id}"));
+    Ok((
+        StatusCode::CREATED,
+        Json(Message {
+            id: mid,
+            chat_id,
+            body,
+            sender: s.service.clone(),
+            mine: true,
+            created_at,
+            state: "saved".into(),
+        }),
+    ))
+}
+
+/// v1: like ioredis's offline queue, events wait in this process's memory
+/// until Redis takes them. Whatever is here when the process stops is lost.
+async fn v1_sender(
+    s: Arc<Svc>,
+    redis_url: String,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<MessageCreated>,
+) {
+    use postbox_bullmq::bullmq::{Queue, QueueOptions};
+    let mut queue: Option<Queue> = None;
+    while let Some(event) = rx.recv().await {
+        loop {
+            if queue.is_none() {
+                let opts = QueueOptions {
+                    connection: RedisConnectionOptions {
+                        url: redis_url.clone(),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                };
+                queue = Queue::with_options(&s.peer_topic, opts).await.ok();
+            }
+            if let Some(q) = &queue {
+                if q.add(model::CREATED, &event)
+                    .job_id(event.id.to_string())
+                    .await
+                    .is_ok()
+                {
+                    break;
+                }
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// v1: show what arrives; no inbox, no receipt.
+async fn receive_naive(s: &Svc, job: &Job) -> Result<(), postbox_relay::BoxError> {
+    let m: MessageCreated = serde_json::from_value(job.data().clone())?;
+    sqlx::query(&s.q_received_naive)
+        .bind(m.id)
+        .bind(m.chat_id)
+        .bind(&m.body)
+        .bind(&m.sender)
+        .bind(m.created_at)
+        .execute(&s.pool)
+        .await?;
+    let msg = Message {
+        id: m.id,
+        chat_id: m.chat_id,
+        body: m.body,
+        sender: m.sender,
+        mine: false,
+        created_at: m.created_at,
+        state: "received".into(),
+    };
+    let _ =
+        s.io.to(format!("chat:{}", msg.chat_id))
+            .emit("message", &msg)
+            .await;
+    s.shown(&format!(
+        "shown {:?} in chat {} (from {})",
+        msg.body, msg.chat_id, msg.sender
+    ));
+    Ok(())
 }
