@@ -202,6 +202,13 @@ impl Sink for BullmqSink {
                 });
             }
         }
+        if broker_down {
+            // Start the next attempt on a fresh connection: the connection
+            // manager's own reconnect backoff (up to seconds) would otherwise
+            // hold delivery back well after Redis is reachable again.
+            *self.conn.lock().await = None;
+            self.queues.lock().await.clear();
+        }
         results
             .into_iter()
             .map(|r| r.unwrap_or(Delivery::Failed(SinkError::NotAttempted)))

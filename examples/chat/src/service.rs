@@ -563,7 +563,8 @@ async fn consume(
     };
     shutdown.cancelled().await;
     // A deploy: the job in hand finishes (or, if cut off, is redelivered after its lock expires).
-    let _ = worker.close(10_000).await;
+    // Bounded: with Redis down the worker cannot finish anything anyway.
+    let _ = worker.close(3_000).await;
 }
 
 type Stored = (

@@ -1,0 +1,83 @@
+//! `chaos`: the seed's experiment, run for real. It starts the chat services,
+//! their relays and its own Redis as processes, injects faults on a schedule,
+//! records what every process reports, and judges the history.
+
+mod history;
+mod infra;
+mod seed;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "chaos",
+    about = "Fault injection against the postbox chat: deploys, Redis outages, crashes"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// The reference scenario: 10 messages, a workers deploy, Redis down during a consumers deploy, a crash after the inbox.
+    Seed(SeedArgs),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum, Debug)]
+pub enum Version {
+    /// The naive dual write (INSERT, then queue.add through an in-memory buffer).
+    V1,
+    /// postbox: outbox, relay, inbox.
+    V2,
+    /// v1, then v2.
+    Both,
+}
+
+#[derive(clap::Args)]
+struct SeedArgs {
+    /// Which system to run it against.
+    #[arg(long, value_enum, default_value = "both")]
+    version: Version,
+    /// Repeat v2 this many times (the result must not change).
+    #[arg(long, default_value_t = 1)]
+    runs: usize,
+    /// Admin PostgreSQL URL (creates per-run roles and schemas).
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        hide_env_values = true,
+        default_value = "postgres://postgres:postgres@127.0.0.1:5432/postgres"
+    )]
+    admin_url: String,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
+    let result = rt.block_on(async move {
+        match cli.command {
+            Command::Seed(a) => {
+                let mut ok = true;
+                if matches!(a.version, Version::V1 | Version::Both) {
+                    ok &= seed::run(&a.admin_url, Version::V1).await?;
+                }
+                if matches!(a.version, Version::V2 | Version::Both) {
+                    for _ in 0..a.runs {
+                        ok &= seed::run(&a.admin_url, Version::V2).await?;
+                    }
+                }
+                Ok::<bool, chat::Error>(ok)
+            }
+        }
+    });
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

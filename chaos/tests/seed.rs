@@ -1,0 +1,54 @@
+//! The seed scenario, end to end, as CI runs it: v1 loses what sat in memory,
+//! v2 loses nothing and its inbox skips the redelivery.
+
+use std::process::Command;
+
+#[test]
+fn seed_scenario_v1_loses_v2_does_not() {
+    let bin = env!("CARGO_BIN_EXE_chaos");
+    let dir = std::path::Path::new(bin).parent().unwrap();
+    for sibling in ["chat", "postbox"] {
+        assert!(
+            dir.join(sibling).exists(),
+            "{sibling} is not built next to chaos: run the workspace build (./scripts/test.sh does)"
+        );
+    }
+    let out = Command::new(bin)
+        .args([
+            "seed",
+            "--version",
+            "both",
+            "--admin-url",
+            &postbox_testkit::database_url(),
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "chaos seed failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (v1, v2) = stdout
+        .split_once("== seed scenario, v2")
+        .expect("both runs printed");
+    assert!(
+        v1.contains("received by workers: 8   duplicates skipped: 0"),
+        "{v1}"
+    );
+    assert!(v1.contains("lost: msg 7, msg 8"), "{v1}");
+    assert!(
+        v2.contains("saved by consumers: 10   received by workers: 10   duplicates skipped: 1\nlost: none\nunsent in outbox: 0\n"),
+        "{v2}"
+    );
+    assert!(
+        v2.contains(
+            "checker: lost 0, unexpected 0, duplicated deliveries 0, reordered 0, unsent 0"
+        ),
+        "{v2}"
+    );
+    assert!(
+        v2.contains("msg 2 again, already in inbox, skipped"),
+        "{v2}"
+    );
+}
