@@ -104,3 +104,11 @@ ensure_node_peers() {
     touch "$ROOT/tests/node/node_modules"
   fi
 }
+
+# Headless Chromium for the chat page's browser test (driven by playwright-core,
+# which downloads no browser of its own): Debian's package.
+ensure_chromium() {
+  if [ ! -x /usr/bin/chromium ]; then
+    apt_install chromium
+  fi
+}

@@ -5,6 +5,7 @@ ensure_rust
 ensure_postgres postbox_test
 ensure_redis
 ensure_node_peers
+ensure_chromium
 cd "$ROOT"
 if cargo nextest --version >/dev/null 2>&1; then
   exec cargo nextest run --workspace --no-fail-fast "$@"

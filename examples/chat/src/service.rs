@@ -72,6 +72,7 @@ pub struct Args {
 
 struct Svc {
     service: String,
+    peer: String,
     mode: Mode,
     /// v1 only: the in-memory buffer of events not yet in Redis.
     v1_buffer: Option<tokio::sync::mpsc::UnboundedSender<MessageCreated>>,
@@ -139,6 +140,7 @@ pub async fn run(a: Args) -> Result<(), Error> {
     let (v1_tx, v1_rx) = tokio::sync::mpsc::unbounded_channel();
     let svc = Arc::new(Svc {
         service: a.service.clone(),
+        peer: a.peer.clone(),
         mode: a.mode,
         v1_buffer: (a.mode == Mode::V1).then_some(v1_tx),
         crash_after_inbox: std::env::var("CHAT_FAILPOINT")
@@ -268,9 +270,8 @@ impl From<postbox::Error> for ApiError {
 }
 
 async fn info(State(s): State<Arc<Svc>>) -> Json<serde_json::Value> {
-    let peer = s.peer_topic.trim_start_matches("chat-to-").to_owned();
     Json(
-        serde_json::json!({ "service": s.service, "peer": peer, "max_body_chars": MAX_BODY_CHARS }),
+        serde_json::json!({ "service": s.service, "peer": s.peer, "max_body_chars": MAX_BODY_CHARS }),
     )
 }
 
