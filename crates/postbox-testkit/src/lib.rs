@@ -177,6 +177,7 @@ pub async fn ping(url: &str) -> bool {
 pub struct RelayProcess {
     child: tokio::process::Child,
     lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    reader: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl RelayProcess {
@@ -203,7 +204,7 @@ impl RelayProcess {
         let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let stderr = child.stderr.take().unwrap();
         let sink = lines.clone();
-        tokio::spawn(async move {
+        let reader = tokio::spawn(async move {
             let mut r = tokio::io::BufReader::new(stderr).lines();
             while let Ok(Some(l)) = r.next_line().await {
                 if std::env::var("RELAY_ECHO").is_ok() {
@@ -212,7 +213,11 @@ impl RelayProcess {
                 sink.lock().unwrap().push(l);
             }
         });
-        RelayProcess { child, lines }
+        RelayProcess {
+            child,
+            lines,
+            reader: Some(reader),
+        }
     }
 
     /// Process id.
@@ -248,7 +253,13 @@ impl RelayProcess {
     /// Wait for exit (up to `timeout`) and return the exit code (None if by signal).
     pub async fn wait(&mut self, timeout: Duration) -> Option<i32> {
         match tokio::time::timeout(timeout, self.child.wait()).await {
-            Ok(Ok(s)) => s.code(),
+            Ok(Ok(s)) => {
+                // Its last lines may still be in the pipe: read to EOF first.
+                if let Some(r) = self.reader.take() {
+                    let _ = tokio::time::timeout(Duration::from_secs(5), r).await;
+                }
+                s.code()
+            }
             Ok(Err(e)) => panic!("wait failed: {e}"),
             Err(_) => panic!("relay did not exit within {timeout:?}\n{}", self.output()),
         }

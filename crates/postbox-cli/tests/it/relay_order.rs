@@ -121,13 +121,16 @@ async fn sigterm_finishes_and_exits_zero() {
         relay.output()
     );
     assert!(relay.output().contains("relay stopped"));
-    // Its partitions are free again.
-    let held: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND classid::int4 = hashtext('postbox.partition.' || $1)")
-        .bind(&ctx.schema)
-        .fetch_one(&ctx.pool)
-        .await
-        .unwrap();
-    assert_eq!(held, 0);
+    // Its partitions are free again (once the server has ended the closed sessions).
+    wait_until(std::time::Duration::from_secs(10), "partitions released", || async {
+        let held: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND classid::int4 = hashtext('postbox.partition.' || $1)")
+            .bind(&ctx.schema)
+            .fetch_one(&ctx.pool)
+            .await
+            .unwrap();
+        held == 0
+    })
+    .await;
     ctx.cleanup().await;
 }
 
