@@ -1,23 +1,65 @@
 //! The history of a run (what the harness did, what each process reported)
 //! and the checker, in the spirit of Jepsen's total-queue: every committed
-//! message is delivered exactly once, in order, and nothing else is.
+//! message is delivered exactly once, in order per chat, and nothing else is.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+
+/// One chat message of a run: the n-th message the harness sent in a chat.
+/// Its body is `msg <n>` in chat 1 and `c<chat> msg <n>` elsewhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Msg {
+    pub chat: i64,
+    pub n: u32,
+}
+
+impl Msg {
+    pub fn body(&self) -> String {
+        if self.chat == 1 {
+            format!("msg {}", self.n)
+        } else {
+            format!("c{} msg {}", self.chat, self.n)
+        }
+    }
+
+    /// Find the quoted body in a service's line and read it back.
+    fn parse(line: &str) -> Option<Msg> {
+        let start = line.find('"')? + 1;
+        let body = &line[start..start + line[start..].find('"')?];
+        let (chat, rest) = match body.strip_prefix('c') {
+            Some(r) => {
+                let (c, rest) = r.split_once(' ')?;
+                (c.parse().ok()?, rest)
+            }
+            None => (1, body),
+        };
+        Some(Msg {
+            chat,
+            n: rest.strip_prefix("msg ")?.parse().ok()?,
+        })
+    }
+}
+
+impl fmt::Display for Msg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.body())
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Kind {
     /// Something the harness did or saw (deploy, redis down...).
     Harness { who: String, what: String },
-    /// The sender stored message n (the API answered 201).
-    Saved(u32),
-    /// The receiver showed message n.
-    Shown(u32),
-    /// The receiver's inbox skipped a redelivery of message n.
-    Skipped(u32),
-    /// The receiver crashed right after recording message n.
-    Crashed(u32),
+    /// The sender stored the message (the API answered 201).
+    Saved(Msg),
+    /// The receiver showed the message.
+    Shown(Msg),
+    /// The receiver's inbox skipped a redelivery.
+    Skipped(Msg),
+    /// The receiver crashed right after recording the message.
+    Crashed(Msg),
     /// A relay reported the broker unavailable.
     BrokerDown(String),
 }
@@ -70,23 +112,21 @@ impl History {
 
     /// Turn a line printed by a process into history, if it says something the checker needs.
     pub fn ingest(&self, process: &str, line: &str) {
-        let n = |s: &str| -> Option<u32> {
-            let i = s.find("\"msg ")?;
-            s[i + 5..].split('"').next()?.parse().ok()
-        };
         if process.starts_with("relay") {
             if line.contains("broker unavailable") {
                 self.push(Kind::BrokerDown(process.to_owned()));
             }
             return;
         }
-        let Some(rest) = line.strip_prefix(&format!("{process}: ")) else {
+        // Only the receiving side's reports count; the API's 201 is what counts as saved.
+        if process != "workers" {
+            return;
+        }
+        let Some(rest) = line.strip_prefix("workers: ") else {
             return;
         };
-        let Some(m) = n(rest) else { return };
-        if rest.starts_with("saved ") {
-            // The API's 201 is what counts as saved; the service line is only for the timeline.
-        } else if rest.starts_with("shown ") {
+        let Some(m) = Msg::parse(rest) else { return };
+        if rest.starts_with("shown ") {
             self.push(Kind::Shown(m));
         } else if rest.contains("already in inbox, skipped") {
             self.push(Kind::Skipped(m));
@@ -101,14 +141,19 @@ impl History {
         let mut broker_down_seen: BTreeSet<String> = BTreeSet::new();
         for e in self.entries() {
             let (who, what) = match &e.kind {
-                Kind::Harness { who, what } => (who.clone(), what.clone()),
-                Kind::Saved(n) => ("consumers".into(), format!("msg {n} saved")),
-                Kind::Shown(n) => ("workers".into(), format!("msg {n} shown")),
-                Kind::Skipped(n) => (
+                Kind::Harness { who, what } => {
+                    if who == "redis" && what == "up" {
+                        broker_down_seen.clear();
+                    }
+                    (who.clone(), what.clone())
+                }
+                Kind::Saved(m) => ("consumers".into(), format!("{m} saved")),
+                Kind::Shown(m) => ("workers".into(), format!("{m} shown")),
+                Kind::Skipped(m) => (
                     "workers".into(),
-                    format!("msg {n} again, already in inbox, skipped"),
+                    format!("{m} again, already in inbox, skipped"),
                 ),
-                Kind::Crashed(n) => ("workers".into(), format!("crashed after recording msg {n}")),
+                Kind::Crashed(m) => ("workers".into(), format!("crashed after recording {m}")),
                 Kind::BrokerDown(relay) => {
                     // Once per outage is enough for the log.
                     if !broker_down_seen.insert(relay.clone()) {
@@ -120,11 +165,6 @@ impl History {
                     )
                 }
             };
-            if let Kind::Harness { who, .. } = &e.kind {
-                if who == "redis" && what == "up" {
-                    broker_down_seen.clear();
-                }
-            }
             out.push_str(&format!(
                 "{:6.1}s  {:<10} {what}\n",
                 e.at,
@@ -137,57 +177,52 @@ impl History {
     /// Judge the run.
     pub fn verdict(&self, unsent: Option<i64>) -> Verdict {
         let entries = self.entries();
-        let saved: BTreeSet<u32> = entries
+        let saved: BTreeSet<Msg> = entries
             .iter()
-            .filter(|e| matches!(e.kind, Kind::Saved(_)))
-            .map(|e| num(&e.kind))
+            .filter_map(|e| match e.kind {
+                Kind::Saved(m) => Some(m),
+                _ => None,
+            })
             .collect();
-        let mut shown_count: HashMap<u32, usize> = HashMap::new();
-        let mut shown_order = Vec::new();
+        let mut shown_count: HashMap<Msg, usize> = HashMap::new();
+        let mut first_shown: Vec<Msg> = Vec::new();
         for e in &entries {
-            if let Kind::Shown(n) = e.kind {
-                *shown_count.entry(n).or_default() += 1;
-                shown_order.push(n);
+            if let Kind::Shown(m) = e.kind {
+                let c = shown_count.entry(m).or_default();
+                if *c == 0 {
+                    first_shown.push(m);
+                }
+                *c += 1;
             }
         }
-        let received: BTreeSet<u32> = shown_count.keys().copied().collect();
-        let lost: Vec<u32> = saved.difference(&received).copied().collect();
-        let unexpected: Vec<u32> = received.difference(&saved).copied().collect();
-        let duplicated: Vec<u32> = shown_count
-            .iter()
-            .filter(|(_, c)| **c > 1)
-            .map(|(n, _)| *n)
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        // Causal order: message n+1 was sent after n was saved, so first showings must be increasing.
-        let mut first_seen: BTreeMap<u32, usize> = BTreeMap::new();
-        for (i, n) in shown_order.iter().enumerate() {
-            first_seen.entry(*n).or_insert(i);
+        let received: BTreeSet<Msg> = shown_count.keys().copied().collect();
+        // Each message of a chat was sent after the previous one was saved,
+        // so within a chat the first showings must come in sending order.
+        let mut last: BTreeMap<i64, u32> = BTreeMap::new();
+        let mut reordered = 0;
+        for m in &first_shown {
+            if let Some(prev) = last.insert(m.chat, m.n) {
+                if m.n < prev {
+                    reordered += 1;
+                }
+            }
         }
-        let firsts: Vec<u32> = {
-            let mut v: Vec<(usize, u32)> = first_seen.iter().map(|(n, i)| (*i, *n)).collect();
-            v.sort();
-            v.into_iter().map(|(_, n)| n).collect()
-        };
-        let reordered = firsts.windows(2).filter(|w| w[1] < w[0]).count();
         Verdict {
             saved: saved.len(),
             received: received.len(),
             skipped: self.count(|k| matches!(k, Kind::Skipped(_))),
-            lost,
-            unexpected,
-            duplicated,
+            lost: saved.difference(&received).copied().collect(),
+            unexpected: received.difference(&saved).copied().collect(),
+            duplicated: shown_count
+                .iter()
+                .filter(|(_, c)| **c > 1)
+                .map(|(m, _)| *m)
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect(),
             reordered,
             unsent,
         }
-    }
-}
-
-fn num(k: &Kind) -> u32 {
-    match k {
-        Kind::Saved(n) | Kind::Shown(n) | Kind::Skipped(n) | Kind::Crashed(n) => *n,
-        _ => 0,
     }
 }
 
@@ -195,9 +230,9 @@ pub struct Verdict {
     pub saved: usize,
     pub received: usize,
     pub skipped: usize,
-    pub lost: Vec<u32>,
-    pub unexpected: Vec<u32>,
-    pub duplicated: Vec<u32>,
+    pub lost: Vec<Msg>,
+    pub unexpected: Vec<Msg>,
+    pub duplicated: Vec<Msg>,
     pub reordered: usize,
     pub unsent: Option<i64>,
 }
@@ -205,12 +240,12 @@ pub struct Verdict {
 impl Verdict {
     /// The seed's summary lines, then the checker's line.
     pub fn summary(&self) -> String {
-        let list = |v: &[u32]| {
+        let list = |v: &[Msg]| {
             if v.is_empty() {
                 "none".to_owned()
             } else {
                 v.iter()
-                    .map(|n| format!("msg {n}"))
+                    .map(|m| m.to_string())
                     .collect::<Vec<_>>()
                     .join(", ")
             }
@@ -242,5 +277,39 @@ impl Verdict {
             && self.duplicated.is_empty()
             && self.reordered == 0
             && self.unsent.unwrap_or(0) == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_round_trip() {
+        for m in [Msg { chat: 1, n: 7 }, Msg { chat: 3, n: 12 }] {
+            assert_eq!(
+                Msg::parse(&format!("shown {:?} in chat {}", m.body(), m.chat)),
+                Some(m)
+            );
+        }
+    }
+
+    #[test]
+    fn checker_finds_loss_duplicates_and_reordering() {
+        let h = History::new();
+        let m = |n| Msg { chat: 2, n };
+        for n in 1..=4 {
+            h.push(Kind::Saved(m(n)));
+        }
+        for n in [1, 3, 2, 3] {
+            h.push(Kind::Shown(m(n)));
+        }
+        h.push(Kind::Shown(Msg { chat: 9, n: 1 }));
+        let v = h.verdict(Some(0));
+        assert_eq!(v.lost, vec![m(4)]);
+        assert_eq!(v.duplicated, vec![m(3)]);
+        assert_eq!(v.unexpected, vec![Msg { chat: 9, n: 1 }]);
+        assert_eq!(v.reordered, 1);
+        assert!(!v.clean());
     }
 }

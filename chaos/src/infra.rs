@@ -111,6 +111,11 @@ impl Proc {
         }
     }
 
+    /// Process id while running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().and_then(|c| c.id())
+    }
+
     /// SIGTERM and wait for the exit (a deploy's stop).
     pub async fn stop(&mut self) -> Result<(), chat::Error> {
         self.signal("TERM");
@@ -184,6 +189,17 @@ impl Redis {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         Ok(())
+    }
+
+    /// SIGKILL: what was acknowledged is in the AOF (written before replying).
+    pub async fn kill(&mut self) -> Result<(), chat::Error> {
+        self.proc.signal("KILL");
+        self.proc.wait_exit(Duration::from_secs(10)).await
+    }
+
+    /// Send a signal ("STOP" hangs it, "CONT" resumes it).
+    pub fn signal(&self, sig: &str) {
+        self.proc.signal(sig);
     }
 
     /// A clean stop (AOF flushed), as an outage or maintenance would be.

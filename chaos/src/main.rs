@@ -4,7 +4,9 @@
 
 mod history;
 mod infra;
+mod scenarios;
 mod seed;
+mod world;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
@@ -23,6 +25,25 @@ struct Cli {
 enum Command {
     /// The reference scenario: 10 messages, a workers deploy, Redis down during a consumers deploy, a crash after the inbox.
     Seed(SeedArgs),
+    /// Named fault scenarios under load: a name, `fast` (the CI subset) or `all`.
+    Run(RunArgs),
+    /// List the scenarios.
+    List,
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Scenario names, `fast` or `all`.
+    #[arg(required = true)]
+    scenarios: Vec<String>,
+    /// Admin PostgreSQL URL (creates per-run roles and schemas).
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        hide_env_values = true,
+        default_value = "postgres://postgres:postgres@127.0.0.1:5432/postgres"
+    )]
+    admin_url: String,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum, Debug)]
@@ -69,6 +90,32 @@ fn main() -> ExitCode {
                     }
                 }
                 Ok::<bool, chat::Error>(ok)
+            }
+            Command::Run(a) => {
+                let mut names: Vec<&str> = Vec::new();
+                for s in &a.scenarios {
+                    match s.as_str() {
+                        "all" => names.extend(scenarios::ALL.iter().map(|(n, _)| *n)),
+                        "fast" => names.extend(scenarios::FAST),
+                        other => names.push(other),
+                    }
+                }
+                let mut failed = Vec::new();
+                for name in names {
+                    if !scenarios::run(&a.admin_url, name).await? {
+                        failed.push(name);
+                    }
+                }
+                if !failed.is_empty() {
+                    println!("failed: {}", failed.join(", "));
+                }
+                Ok(failed.is_empty())
+            }
+            Command::List => {
+                for (name, about) in scenarios::ALL {
+                    println!("{name:<22} {about}");
+                }
+                Ok(true)
             }
         }
     });

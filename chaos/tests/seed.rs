@@ -52,3 +52,33 @@ fn seed_scenario_v1_loses_v2_does_not() {
         "{v2}"
     );
 }
+
+#[test]
+fn fast_fault_scenarios_lose_nothing() {
+    let bin = env!("CARGO_BIN_EXE_chaos");
+    let out = Command::new(bin)
+        .args([
+            "run",
+            "fast",
+            "--admin-url",
+            &postbox_testkit::database_url(),
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "chaos run fast failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for name in ["relay-kill", "redis-kill", "pg-terminate", "poison"] {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("scenario {name}:")))
+            .unwrap_or_else(|| panic!("no verdict for {name}:\n{stdout}"));
+        assert!(
+            line.contains("lost 0, unexpected 0, duplicated 0, reordered 0, unsent 0 → ok"),
+            "{line}"
+        );
+    }
+}

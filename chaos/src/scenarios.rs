@@ -1,0 +1,273 @@
+//! Named fault scenarios beyond the seed, each under the same load and judged
+//! by the same checker: lost, unexpected, duplicated deliveries, reordered
+//! within a chat, unsent in the outbox — all must be zero.
+
+use crate::history::{History, Msg};
+use crate::world::{Options, World, LOCK_MS};
+use std::time::{Duration, Instant};
+
+/// Name and one-line description of every scenario.
+pub const ALL: &[(&str, &str)] = &[
+    ("relay-kill", "two relays; one SIGKILLed and restarted every 600 ms (often between publish and mark)"),
+    ("relay-stop-takeover", "a relay SIGSTOPped past its ownership (its sessions terminated), the other takes over, then SIGCONT"),
+    ("rolling-deploy", "relay versions overlap: start the new one, SIGTERM the old, twice, under load"),
+    ("redis-kill", "Redis SIGKILLed mid-stream and restarted from its AOF"),
+    ("redis-hang", "Redis SIGSTOPped for 2.5 s, then resumed"),
+    ("pg-terminate", "pg_terminate_backend on every relay session, every second"),
+    ("worker-stall", "the workers service SIGSTOPped longer than its job lock, then resumed"),
+    ("poison", "a non-object payload and a 2 MB payload are dead-lettered while the chats keep flowing"),
+];
+
+/// The fast subset CI runs next to the seed scenario.
+pub const FAST: &[&str] = &["relay-kill", "redis-kill", "pg-terminate", "poison"];
+
+const CHATS: i64 = 3; // the chat seeds chats 1..=3
+const RATE: u64 = 40; // messages per second
+const LOAD: Duration = Duration::from_secs(6);
+
+/// Send messages round-robin over the chats at RATE for LOAD; each chat's
+/// messages are sent one after the other, so their order is causal.
+async fn load(port: u16, history: History) -> Result<(), chat::Error> {
+    let sender = crate::world::Sender { port, history };
+    let every = Duration::from_micros(1_000_000 / RATE);
+    let total = (LOAD.as_millis() as u64 * RATE / 1000) as u32;
+    let mut next = Instant::now();
+    for i in 0..total {
+        tokio::time::sleep_until(next.into()).await;
+        next += every;
+        let chat = 1 + (i as i64 % CHATS);
+        sender
+            .send(Msg {
+                chat,
+                n: i / CHATS as u32 + 1,
+            })
+            .await?;
+    }
+    Ok(())
+}
+
+async fn at(start: Instant, secs: f64) {
+    tokio::time::sleep_until((start + Duration::from_secs_f64(secs)).into()).await;
+}
+
+/// Run one scenario; prints its verdict; true if clean.
+pub async fn run(admin_url: &str, name: &str) -> Result<bool, chat::Error> {
+    let (relays, flags): (usize, Vec<String>) = match name {
+        "relay-kill" | "relay-stop-takeover" => (2, vec![]),
+        "poison" => (
+            1,
+            [
+                "--max-attempts",
+                "3",
+                "--retry-base",
+                "100ms",
+                "--retry-max",
+                "300ms",
+            ]
+            .map(String::from)
+            .to_vec(),
+        ),
+        _ if ALL.iter().any(|(n, _)| *n == name) => (1, vec![]),
+        _ => {
+            return Err(format!(
+                "unknown scenario {name:?}; known: {}",
+                ALL.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+            )
+            .into())
+        }
+    };
+    let mut w = World::start(
+        admin_url,
+        Options {
+            v2: true,
+            consumers_relays: relays,
+            relay_flags: flags.clone(),
+        },
+    )
+    .await?;
+    w.consumers.start(&[]).await?;
+    w.workers.start(&[]).await?;
+    let h = w.history.clone();
+    let load_task = tokio::spawn(load(w.consumers.port, h.clone()));
+    let t0 = Instant::now();
+
+    match name {
+        "relay-kill" => {
+            let mut i = 0;
+            while t0.elapsed() < LOAD {
+                at(t0, 0.6 * (i + 1) as f64).await;
+                let r = &mut w.consumers.relays[i % 2];
+                r.signal("KILL");
+                r.wait_exit(Duration::from_secs(5)).await?;
+                r.start(&[])?;
+                i += 1;
+            }
+            h.harness("relay", format!("{i} SIGKILLs"));
+        }
+        "relay-stop-takeover" => {
+            at(t0, 1.5).await;
+            let (a, b) = (
+                w.consumers.relays[0].pid().unwrap(),
+                w.consumers.relays[1].pid().unwrap(),
+            );
+            w.consumers.relays[0].signal("STOP");
+            h.harness("relay", "relay #0 SIGSTOPped");
+            // Its sessions end (as a network timeout would end them): the locks go with them.
+            terminate(&w, &[a]).await?;
+            wait_owned_by(&w, b, 64, Duration::from_secs(10)).await?;
+            h.harness("relay", "relay #1 owns all 64 partitions");
+            at(t0, 4.0).await;
+            w.consumers.relays[0].signal("CONT");
+            h.harness("relay", "relay #0 SIGCONT");
+        }
+        "rolling-deploy" => {
+            for (round, start_at) in [(1, 1.5), (2, 3.5)] {
+                at(t0, start_at).await;
+                let mut next =
+                    w.new_consumers_relay(&format!("relay(consumers v{})", round + 1), &flags);
+                next.start(&[])?;
+                let pid = next.pid().unwrap();
+                wait_owned_by(&w, pid, 1, Duration::from_secs(10)).await?;
+                h.harness("deploy", format!("relay v{} overlaps v{round}", round + 1));
+                let mut old = std::mem::replace(&mut w.consumers.relays[0], next);
+                old.stop().await?;
+                h.harness("deploy", format!("relay v{round} stopped"));
+            }
+        }
+        "redis-kill" => {
+            at(t0, 2.0).await;
+            w.redis.kill().await?;
+            h.harness("redis", "SIGKILL");
+            at(t0, 3.5).await;
+            w.redis.up().await?;
+            h.harness("redis", "up");
+        }
+        "redis-hang" => {
+            at(t0, 2.0).await;
+            w.redis.signal("STOP");
+            h.harness("redis", "SIGSTOP");
+            at(t0, 4.5).await;
+            w.redis.signal("CONT");
+            h.harness("redis", "SIGCONT");
+        }
+        "pg-terminate" => {
+            for i in 1..=5 {
+                at(t0, i as f64).await;
+                let pids: Vec<u32> = w
+                    .consumers
+                    .relays
+                    .iter()
+                    .chain(&w.workers.relays)
+                    .filter_map(|r| r.pid())
+                    .collect();
+                let n = terminate(&w, &pids).await?;
+                h.harness("postgres", format!("terminated {n} relay sessions"));
+            }
+        }
+        "worker-stall" => {
+            at(t0, 2.0).await;
+            w.workers.svc.signal("STOP");
+            h.harness("workers", "SIGSTOP");
+            tokio::time::sleep(Duration::from_millis(LOCK_MS + 2000)).await;
+            w.workers.svc.signal("CONT");
+            h.harness("workers", "SIGCONT");
+        }
+        "poison" => {
+            at(t0, 1.0).await;
+            sqlx::query(&format!(
+                "INSERT INTO {s}.outbox (topic, event, key, payload) VALUES
+                   ($1, 'message.created', 'poison', '42'),
+                   ($1, 'message.created', 'poison', jsonb_build_object('pad', repeat('x', 2 * 1024 * 1024)))",
+                s = w.consumers.schema
+            ))
+            .bind(format!("chat-to-{}", w.workers.schema))
+            .execute(&w.admin)
+            .await?;
+            h.harness("producer", "two poison rows written with plain SQL");
+        }
+        _ => unreachable!(),
+    }
+    load_task.await??;
+    w.converge(Duration::from_secs(60)).await?;
+
+    let mut extra_ok = true;
+    if name == "poison" {
+        let reasons: Vec<String> = sqlx::query_scalar(&format!(
+            "SELECT last_error FROM {}.outbox_dead_letter ORDER BY id",
+            w.consumers.schema
+        ))
+        .fetch_all(&w.admin)
+        .await?;
+        extra_ok = reasons.len() == 2
+            && reasons[0].contains("must be a JSON object")
+            && reasons[1].contains("over bullmq.max_job_bytes");
+        println!(
+            "dead letters: {}",
+            reasons
+                .iter()
+                .map(|r| format!("\n  {r}"))
+                .collect::<String>()
+        );
+    }
+    let unsent = w.unsent().await?;
+    w.finish().await?;
+    let v = h.verdict(unsent);
+    let ok = v.clean() && extra_ok;
+    println!(
+        "scenario {name}: saved {}, shown {}, lost {}, unexpected {}, duplicated {}, reordered {}, unsent {} → {}",
+        v.saved,
+        v.received,
+        v.lost.len(),
+        v.unexpected.len(),
+        v.duplicated.len(),
+        v.reordered,
+        v.unsent.unwrap_or(0),
+        if ok { "ok" } else { "FAILED" }
+    );
+    if !ok || std::env::var("CHAOS_TIMELINE").is_ok() {
+        print!("{}", h.timeline());
+    }
+    Ok(ok)
+}
+
+/// pg_terminate_backend on every session of the given relay processes.
+async fn terminate(w: &World, pids: &[u32]) -> Result<i64, chat::Error> {
+    let patterns: Vec<String> = pids
+        .iter()
+        .map(|p| format!("postbox-relay:{p}:%"))
+        .collect();
+    let n: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE ANY($1)) t",
+    )
+    .bind(&patterns)
+    .fetch_one(&w.admin)
+    .await?;
+    Ok(n)
+}
+
+/// Wait until the relay process `pid` holds at least `n` partitions of the consumers schema.
+async fn wait_owned_by(w: &World, pid: u32, n: i64, timeout: Duration) -> Result<(), chat::Error> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let owned: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+              WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+                AND l.classid::int4 = hashtext('postbox.partition.' || $1)
+                AND a.application_name LIKE $2",
+        )
+        .bind(&w.consumers.schema)
+        .bind(format!("postbox-relay:{pid}:%"))
+        .fetch_one(&w.admin)
+        .await?;
+        if owned >= n {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "relay {pid} did not take {n} partitions within {timeout:?} (has {owned})"
+            )
+            .into());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
