@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# The chaos harness: the seed's experiment against v1 (naive dual write) and
-# v2 (postbox), as real processes with the harness's own Redis (AOF on).
-# Extra arguments go to `chaos seed` (e.g. --version v2 --runs 3).
+# The chaos harness (chaos/): real processes, injected faults, a checker.
+#   scripts/chaos.sh                     the seed scenario, v1 then v2
+#   scripts/chaos.sh seed --runs 3       v1 once, v2 three times
+#   scripts/chaos.sh run fast|all|NAME   fault scenarios under load (chaos list)
+#   scripts/chaos.sh latency             send → shown latency table + PNG histogram
 source "$(dirname "$0")/lib.sh"
 ensure_rust
 ensure_postgres postgres
 ensure_redis
+need_cmd fc-list fontconfig
+[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || apt_install fonts-dejavu-core
 cd "$ROOT"
 cargo build --release --quiet -p postbox-cli -p chat -p chaos
-exec ./target/release/chaos seed --admin-url "$DATABASE_URL" "$@"
+export DATABASE_URL
+if [ $# -eq 0 ]; then set -- seed; fi
+exec ./target/release/chaos "$@"

@@ -52,6 +52,8 @@ impl fmt::Display for Msg {
 pub enum Kind {
     /// Something the harness did or saw (deploy, redis down...).
     Harness { who: String, what: String },
+    /// The harness is about to send the message (latency starts here).
+    Sending(Msg),
     /// The sender stored the message (the API answered 201).
     Saved(Msg),
     /// The receiver showed the message.
@@ -147,6 +149,7 @@ impl History {
                     }
                     (who.clone(), what.clone())
                 }
+                Kind::Sending(_) => continue,
                 Kind::Saved(m) => ("consumers".into(), format!("{m} saved")),
                 Kind::Shown(m) => ("workers".into(), format!("{m} shown")),
                 Kind::Skipped(m) => (
@@ -170,6 +173,26 @@ impl History {
                 e.at,
                 format!("{who}:")
             ));
+        }
+        out
+    }
+
+    /// Send → first shown, in milliseconds, for the messages of `chat`.
+    pub fn latencies(&self, chat: i64) -> Vec<f64> {
+        let mut sending: HashMap<Msg, f64> = HashMap::new();
+        let mut out = Vec::new();
+        for e in self.entries() {
+            match e.kind {
+                Kind::Sending(m) if m.chat == chat => {
+                    sending.insert(m, e.at);
+                }
+                Kind::Shown(m) if m.chat == chat => {
+                    if let Some(t) = sending.remove(&m) {
+                        out.push((e.at - t) * 1000.0);
+                    }
+                }
+                _ => {}
+            }
         }
         out
     }

@@ -4,6 +4,7 @@
 
 mod history;
 mod infra;
+mod latency;
 mod scenarios;
 mod seed;
 mod world;
@@ -29,6 +30,32 @@ enum Command {
     Run(RunArgs),
     /// List the scenarios.
     List,
+    /// Send → shown latency for v1, v2 with NOTIFY and v2 polling only, with a PNG histogram.
+    Latency(LatencyArgs),
+}
+
+#[derive(clap::Args)]
+struct LatencyArgs {
+    /// Messages per measurement.
+    #[arg(long, default_value_t = 100)]
+    count: u32,
+    /// Milliseconds between messages.
+    #[arg(long, default_value_t = 100)]
+    every_ms: u64,
+    /// Repetitions of each variant.
+    #[arg(long, default_value_t = 2)]
+    reps: usize,
+    /// Where to write the histogram.
+    #[arg(long, default_value = "target/chaos/latency.png")]
+    png: std::path::PathBuf,
+    /// Admin PostgreSQL URL (creates per-run roles and schemas).
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        hide_env_values = true,
+        default_value = "postgres://postgres:postgres@127.0.0.1:5432/postgres"
+    )]
+    admin_url: String,
 }
 
 #[derive(clap::Args)]
@@ -110,6 +137,16 @@ fn main() -> ExitCode {
                     println!("failed: {}", failed.join(", "));
                 }
                 Ok(failed.is_empty())
+            }
+            Command::Latency(a) => {
+                latency::run(
+                    &a.admin_url,
+                    a.count,
+                    std::time::Duration::from_millis(a.every_ms),
+                    a.reps,
+                    &a.png,
+                )
+                .await
             }
             Command::List => {
                 for (name, about) in scenarios::ALL {

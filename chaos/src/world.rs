@@ -274,6 +274,7 @@ impl Sender {
         );
         let deadline = Instant::now() + Duration::from_secs(30);
         let body = serde_json::json!({ "body": m.body() }).to_string();
+        self.history.push(Kind::Sending(m));
         loop {
             match Http.post_raw(&url, &body).await {
                 Ok((201, _)) => break,
