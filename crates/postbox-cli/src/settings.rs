@@ -3,6 +3,7 @@
 use crate::CliError;
 use humantime_serde::re::humantime;
 use postbox_bullmq::{BullmqConfig, PayloadPolicy};
+use postbox_kafka::KafkaConfig;
 use postbox_relay::{Config, Secret};
 use serde::Deserialize;
 use std::path::PathBuf;
@@ -16,6 +17,33 @@ pub struct Settings {
     pub relay: Config,
     /// `[bullmq]`: see [`postbox_bullmq::BullmqConfig`].
     pub bullmq: BullmqConfig,
+    /// `[kafka]`: see [`postbox_kafka::KafkaConfig`].
+    pub kafka: KafkaConfig,
+    /// Sink for events no route matches: `bullmq` or `kafka`. Default: `bullmq`.
+    pub sink: SinkKind,
+    /// `[[routes]]`: `topic` pattern (`*` wildcard) → `sink`, first match wins.
+    pub routes: Vec<Route>,
+}
+
+/// A broker the relay can publish to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum SinkKind {
+    /// BullMQ on Redis.
+    #[default]
+    Bullmq,
+    /// Kafka.
+    Kafka,
+}
+
+/// One routing rule.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Route {
+    /// Topic pattern, `*` matches any run of characters.
+    pub topic: String,
+    /// Where matching events go.
+    pub sink: SinkKind,
 }
 
 fn duration(s: &str) -> Result<Duration, String> {
@@ -76,6 +104,26 @@ pub struct Overrides {
     /// Largest BullMQ job data in bytes [default: 1048576].
     #[arg(long, env = "POSTBOX_BULLMQ_MAX_JOB_BYTES")]
     pub bullmq_max_job_bytes: Option<usize>,
+    /// Sink for events no route matches [default: bullmq].
+    #[arg(long, env = "POSTBOX_SINK", value_enum)]
+    pub sink: Option<SinkKind>,
+    /// Kafka bootstrap servers [default: 127.0.0.1:9092].
+    #[arg(long, env = "POSTBOX_KAFKA_BROKERS")]
+    pub kafka_brokers: Option<String>,
+    /// Kafka message value: payload or envelope [default: payload].
+    #[arg(long, env = "POSTBOX_KAFKA_VALUE", value_parser = parse_value)]
+    pub kafka_value: Option<postbox_kafka::ValueFormat>,
+    /// How long librdkafka may try to deliver one message, in ms [default: 5000].
+    #[arg(long, env = "POSTBOX_KAFKA_MESSAGE_TIMEOUT_MS")]
+    pub kafka_message_timeout_ms: Option<u64>,
+}
+
+fn parse_value(s: &str) -> Result<postbox_kafka::ValueFormat, String> {
+    match s {
+        "payload" => Ok(postbox_kafka::ValueFormat::Payload),
+        "envelope" => Ok(postbox_kafka::ValueFormat::Envelope),
+        _ => Err(format!("{s:?}: use payload or envelope")),
+    }
 }
 
 fn parse_payload(s: &str) -> Result<PayloadPolicy, String> {
@@ -139,6 +187,19 @@ impl Settings {
         }
         if let Some(v) = o.bullmq_max_job_bytes {
             b.max_job_bytes = v;
+        }
+        if let Some(v) = o.sink {
+            s.sink = v;
+        }
+        let k = &mut s.kafka;
+        if let Some(v) = &o.kafka_brokers {
+            k.brokers = v.clone();
+        }
+        if let Some(v) = o.kafka_value {
+            k.value = v;
+        }
+        if let Some(v) = o.kafka_message_timeout_ms {
+            k.message_timeout_ms = v;
         }
         Ok(s)
     }

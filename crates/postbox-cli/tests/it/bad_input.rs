@@ -265,20 +265,27 @@ fn help_documents_every_option_with_its_default() {
         "--bullmq-prefix",
         "--bullmq-payload",
         "--bullmq-max-job-bytes",
+        "--sink",
+        "--kafka-brokers",
+        "--kafka-value",
+        "--kafka-message-timeout-ms",
     ] {
-        let line = help
+        // The option's block: its line and what follows up to the next option.
+        let mut lines = help
             .lines()
-            .skip_while(|l| !l.contains(opt))
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" ");
+            .skip_while(|l| !l.trim_start().starts_with(&format!("{opt} ")));
+        let first = lines.next().unwrap_or_default();
+        let rest: Vec<&str> = lines
+            .take_while(|l| !l.trim_start().starts_with("--"))
+            .collect();
+        let block = format!("{first} {}", rest.join(" "));
         assert!(
-            line.contains("default") || opt == "--database-url",
-            "{opt} has no default in --help: {line}"
+            block.contains("default") || opt == "--database-url",
+            "{opt} has no default in --help: {block}"
         );
         assert!(
-            line.contains("env: POSTBOX_"),
-            "{opt} does not show its env var: {line}"
+            block.contains("env: POSTBOX_"),
+            "{opt} does not show its env var: {block}"
         );
     }
 }

@@ -7,6 +7,7 @@ mod bad_input;
 mod commit_order;
 mod failpoint;
 mod inbox;
+mod kafka;
 mod migrate;
 mod node_interop;
 mod producer;

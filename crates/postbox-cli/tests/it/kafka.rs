@@ -1,0 +1,362 @@
+//! Kafka: the relay's idempotent-producer sink and the inbox consumer, against
+//! a real Kafka-protocol broker (tansu) and an independent client (Python
+//! confluent-kafka).
+
+use crate::support::*;
+use postbox_kafka::rdkafka::consumer::{Consumer, StreamConsumer};
+use postbox_kafka::rdkafka::message::OwnedMessage;
+use postbox_testkit::{kafka_consume_independent, KafkaBroker};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn kafka_args(b: &KafkaBroker) -> Vec<String> {
+    vec![
+        "--sink".into(),
+        "kafka".into(),
+        "--kafka-brokers".into(),
+        b.bootstrap(),
+    ]
+}
+
+fn relay(ctx: &Ctx, b: &KafkaBroker, extra: &[&str], env: &[(&str, &str)]) -> RelayProcess {
+    let mut args = kafka_args(b);
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    ctx.relay("redis://127.0.0.1:1", &args, env)
+}
+
+/// (key, seq) of each message, in consumption order per partition.
+fn seqs(msgs: &[serde_json::Value]) -> Vec<(String, u64, String)> {
+    msgs.iter()
+        .map(|m| {
+            let v: serde_json::Value = serde_json::from_str(m["value"].as_str().unwrap()).unwrap();
+            (
+                m["key"].as_str().unwrap().to_owned(),
+                v["seq"].as_u64().unwrap(),
+                m["headers"]["postbox-event-id"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_events_arrive_intact_and_in_order_with_two_relays() {
+    let ctx = Ctx::new("kafka").await;
+    let broker = KafkaBroker::start().await;
+    broker.create_topic(&ctx.queue, 4);
+    let r1 = relay(&ctx, &broker, &["--batch-size", "50"], &[]);
+    let r2 = relay(&ctx, &broker, &["--batch-size", "50"], &[]);
+    const N: usize = 1000;
+    let mut seq: HashMap<String, usize> = HashMap::new();
+    let mut events = Vec::new();
+    for i in 0..N {
+        let key = format!("k{}", i % 16);
+        let s = seq.entry(key.clone()).or_default();
+        *s += 1;
+        events.push(ctx.event(&key, *s).header(
+            "traceparent",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        ));
+    }
+    for chunk in events.chunks(50) {
+        let mut tx = ctx.pool.begin().await.unwrap();
+        ctx.outbox
+            .enqueue_many(&mut tx, chunk.to_vec())
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+    }
+    wait_until(LONG, "all rows marked sent", || async {
+        ctx.unsent().await == 0
+    })
+    .await;
+    let msgs = kafka_consume_independent(&broker.bootstrap(), &ctx.queue, N, 60).await;
+    let got = seqs(&msgs);
+    let ids: HashSet<&str> = got.iter().map(|g| g.2.as_str()).collect();
+    assert_eq!(ids.len(), N, "every event once");
+    // Per key, in order (a key lives in one partition; partitions are read in offset order).
+    let mut last: HashMap<&str, u64> = HashMap::new();
+    for (key, s, _) in &got {
+        if let Some(p) = last.insert(key, *s) {
+            assert!(*s > p, "key {key}: {s} after {p}");
+        }
+    }
+    let m = &msgs[0];
+    assert_eq!(m["headers"]["postbox-event"], "test.event");
+    assert_eq!(
+        m["headers"]["traceparent"],
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    );
+    let row: (String, serde_json::Value) = sqlx::query_as(&format!(
+        "SELECT key, payload FROM {}.outbox WHERE event_id = $1::uuid",
+        ctx.schema
+    ))
+    .bind(m["headers"]["postbox-event-id"].as_str().unwrap())
+    .fetch_one(&ctx.pool)
+    .await
+    .unwrap();
+    assert_eq!(m["key"].as_str().unwrap(), row.0);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(m["value"].as_str().unwrap()).unwrap(),
+        row.1
+    );
+    drop((r1, r2));
+    ctx.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_down_rows_wait_without_attempts_then_deliver() {
+    let ctx = Ctx::new("kdown").await;
+    let mut broker = KafkaBroker::start().await;
+    broker.create_topic(&ctx.queue, 2);
+    let relay = relay(&ctx, &broker, &["--kafka-message-timeout-ms", "1000"], &[]);
+    ctx.produce((1..=5).map(|i| ctx.event("a", i)).collect())
+        .await;
+    wait_until(LONG, "first events delivered", || async {
+        ctx.unsent().await == 0
+    })
+    .await;
+
+    broker.kill();
+    ctx.produce((6..=20).map(|i| ctx.event("a", i)).collect())
+        .await;
+    relay.wait_for_line("broker unavailable", LONG).await;
+    // Down for more than ten seconds: nothing is dead-lettered, no attempt counted.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let attempts: i64 = sqlx::query_scalar(&format!(
+        "SELECT coalesce(max(attempts), 0)::bigint FROM {}.outbox",
+        ctx.schema
+    ))
+    .fetch_one(&ctx.pool)
+    .await
+    .unwrap();
+    assert_eq!(attempts, 0);
+    assert!(ctx.dead_letters().await.is_empty());
+    assert_eq!(ctx.unsent().await, 15);
+
+    // The memory broker comes back empty: the topic is created again.
+    broker.restart().await;
+    broker.create_topic(&ctx.queue, 2);
+    wait_until(
+        Duration::from_secs(90),
+        "backlog delivered after the broker returns",
+        || async { ctx.unsent().await == 0 },
+    )
+    .await;
+    let got = seqs(&kafka_consume_independent(&broker.bootstrap(), &ctx.queue, 15, 60).await);
+    let s: Vec<u64> = got.iter().map(|g| g.1).collect();
+    let mut dedup = s.clone();
+    dedup.dedup();
+    assert_eq!(
+        dedup,
+        (6..=20).collect::<Vec<_>>(),
+        "everything produced during the outage, in order"
+    );
+    drop(relay);
+    ctx.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_oversized_payload_is_dead_lettered_and_others_flow() {
+    let ctx = Ctx::new("kbig").await;
+    let broker = KafkaBroker::start().await;
+    broker.create_topic(&ctx.queue, 2);
+    let relay = relay(
+        &ctx,
+        &broker,
+        &[
+            "--max-attempts",
+            "2",
+            "--retry-base",
+            "50ms",
+            "--retry-max",
+            "100ms",
+        ],
+        &[],
+    );
+    let big = serde_json::json!({"key": "big", "seq": 1, "pad": "x".repeat(2 * 1024 * 1024)});
+    ctx.produce(vec![
+        postbox::Event::new(&ctx.queue, "test.event", big).key("big"),
+        ctx.event("big", 2),
+        ctx.event("small", 1),
+    ])
+    .await;
+    wait_until(LONG, "big row dead-lettered, the rest sent", || async {
+        ctx.unsent().await == 0 && ctx.dead_letters().await.len() == 1
+    })
+    .await;
+    let dl = ctx.dead_letters().await;
+    assert!(dl[0].1.contains("over message.max.bytes"), "{}", dl[0].1);
+    let got = seqs(&kafka_consume_independent(&broker.bootstrap(), &ctx.queue, 2, 60).await);
+    assert!(got.iter().any(|g| g.0 == "small") && got.iter().any(|g| g.0 == "big" && g.1 == 2));
+    drop(relay);
+    ctx.cleanup().await;
+}
+
+struct Effects {
+    insert: String,
+    duplicates: AtomicUsize,
+    /// Hang after the DB commit of this message (a crash before the offset commit).
+    hang_on: Option<String>,
+    hung: tokio::sync::Notify,
+}
+
+#[async_trait::async_trait]
+impl postbox_kafka::KafkaHandler for Effects {
+    async fn handle(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        msg: &OwnedMessage,
+    ) -> Result<(), postbox_relay::BoxError> {
+        sqlx::query(&self.insert)
+            .bind(postbox_kafka::message_id(msg))
+            .execute(tx)
+            .await?;
+        Ok(())
+    }
+    async fn after_commit(&self, msg: &OwnedMessage) {
+        if self.hang_on.as_deref() == Some(postbox_kafka::message_id(msg).as_str()) {
+            self.hung.notify_one();
+            std::future::pending::<()>().await;
+        }
+    }
+    async fn on_duplicate(&self, _msg: &OwnedMessage) {
+        self.duplicates.fetch_add(1, SeqCst);
+    }
+}
+
+fn stream_consumer(broker: &KafkaBroker, group: &str, topic: &str) -> StreamConsumer {
+    let c: StreamConsumer = postbox_kafka::consumer_config(&broker.bootstrap(), group)
+        .create()
+        .unwrap();
+    c.subscribe(&[topic]).unwrap();
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_republish_and_consumer_crash_are_absorbed_by_the_inbox() {
+    let ctx = Ctx::new("kinbox").await;
+    let broker = KafkaBroker::start().await;
+    broker.create_topic(&ctx.queue, 1);
+    sqlx::raw_sql(&format!(
+        "CREATE TABLE {}.effects (message_id text)",
+        ctx.schema
+    ))
+    .execute(&ctx.pool)
+    .await
+    .unwrap();
+    ctx.produce((1..=10).map(|i| ctx.event("k", i)).collect())
+        .await;
+
+    // Relay killed between produce and mark: the next one produces again.
+    let mut doomed = relay(
+        &ctx,
+        &broker,
+        &["--workers", "1"],
+        &[("POSTBOX_FAILPOINT", "after_publish")],
+    );
+    doomed.wait_for_line("failpoint after_publish", LONG).await;
+    doomed.signal("KILL");
+    doomed.wait(LONG).await;
+    assert_eq!(ctx.unsent().await, 10);
+    let relay = relay(&ctx, &broker, &[], &[]);
+    wait_until(LONG, "rows marked", || async { ctx.unsent().await == 0 }).await;
+    let all = kafka_consume_independent(&broker.bootstrap(), &ctx.queue, 20, 60).await;
+    assert_eq!(
+        all.len(),
+        20,
+        "each event twice in the topic: duplicates at the broker"
+    );
+
+    // Consumer 1 crashes after the DB commit of the 3rd event, before its offset commit.
+    let third: String = sqlx::query_scalar(&format!(
+        "SELECT event_id::text FROM {}.outbox ORDER BY id OFFSET 2 LIMIT 1",
+        ctx.schema
+    ))
+    .fetch_one(&ctx.pool)
+    .await
+    .unwrap();
+    let inbox = postbox::Inbox::new(&ctx.schema).unwrap();
+    let effects = Arc::new(Effects {
+        insert: format!("INSERT INTO {}.effects VALUES ($1)", ctx.schema),
+        duplicates: AtomicUsize::new(0),
+        hang_on: Some(third),
+        hung: tokio::sync::Notify::new(),
+    });
+    let group = format!("g-{}", ctx.schema);
+    {
+        let (pool, inbox, e, c) = (
+            ctx.pool.clone(),
+            inbox.clone(),
+            effects.clone(),
+            stream_consumer(&broker, &group, &ctx.queue),
+        );
+        let task = tokio::spawn(async move {
+            postbox_kafka::inbox_consumer(
+                &pool,
+                &inbox,
+                "effects",
+                &c,
+                &*e,
+                tokio_util::sync::CancellationToken::new(),
+            )
+            .await
+        });
+        tokio::time::timeout(LONG, effects.hung.notified())
+            .await
+            .expect("consumer reached the 3rd event");
+        task.abort();
+        let _ = task.await;
+    }
+    // Consumer 2 in the same group replays from the last committed offset.
+    let effects2 = Arc::new(Effects {
+        insert: effects.insert.clone(),
+        duplicates: AtomicUsize::new(0),
+        hang_on: None,
+        hung: tokio::sync::Notify::new(),
+    });
+    let stop = tokio_util::sync::CancellationToken::new();
+    let task = {
+        let (pool, inbox, e, c, stop) = (
+            ctx.pool.clone(),
+            inbox.clone(),
+            effects2.clone(),
+            stream_consumer(&broker, &group, &ctx.queue),
+            stop.clone(),
+        );
+        tokio::spawn(async move {
+            postbox_kafka::inbox_consumer(&pool, &inbox, "effects", &c, &*e, stop).await
+        })
+    };
+    let count = |pool: sqlx::PgPool, schema: String| async move {
+        sqlx::query_scalar::<_, i64>(&format!("SELECT count(*) FROM {schema}.effects"))
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    };
+    // 20 messages in the topic, 10 events: every one processed once, the rest skipped.
+    wait_until(LONG, "all 20 messages handled", || {
+        let d = effects2.duplicates.load(SeqCst);
+        let c = count(ctx.pool.clone(), ctx.schema.clone());
+        async move { c.await == 10 && d >= 10 }
+    })
+    .await;
+    assert_eq!(
+        count(ctx.pool.clone(), ctx.schema.clone()).await,
+        10,
+        "each effect exactly once"
+    );
+    assert!(
+        effects2.duplicates.load(SeqCst) >= 11,
+        "the replayed 3rd event was skipped too"
+    );
+    stop.cancel();
+    let _ = task.await;
+    drop(relay);
+    ctx.cleanup().await;
+}

@@ -1,0 +1,161 @@
+//! Settings of the Kafka sink (`[kafka]` in the relay's config file).
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Kafka sink settings.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct KafkaConfig {
+    /// Bootstrap servers, comma-separated. Default: `127.0.0.1:9092`. Env: `POSTBOX_KAFKA_BROKERS`.
+    pub brokers: String,
+    /// Outbox topic → Kafka topic (e.g. `"payment.completed" = "payments"`).
+    /// Topics not listed are used as they are. Default: empty.
+    pub topic_map: BTreeMap<String, String>,
+    /// Message value: `payload` (the payload JSON) or `envelope`
+    /// (`{id, type, key, payload, occurred_at}`). Default: `payload`.
+    pub value: ValueFormat,
+    /// How long librdkafka may try to deliver one message (ms). Must stay below
+    /// the relay's `publish_timeout`. Default: 5000.
+    pub message_timeout_ms: u64,
+    /// Extra librdkafka properties (`security.protocol`, `sasl.*`, `ssl.*`,
+    /// `compression.type`...). Properties that postbox's guarantees depend on
+    /// (`enable.idempotence`, `acks`, `max.in.flight.requests.per.connection`)
+    /// cannot be overridden. Default: empty.
+    pub properties: BTreeMap<String, String>,
+}
+
+/// What a Kafka message's value holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ValueFormat {
+    /// The payload JSON as it is.
+    #[default]
+    Payload,
+    /// `{id, type, key, payload, occurred_at}` (seed 004's shape).
+    Envelope,
+}
+
+impl Default for KafkaConfig {
+    fn default() -> Self {
+        KafkaConfig {
+            brokers: "127.0.0.1:9092".into(),
+            topic_map: BTreeMap::new(),
+            value: ValueFormat::Payload,
+            message_timeout_ms: 5000,
+            properties: BTreeMap::new(),
+        }
+    }
+}
+
+impl std::fmt::Debug for KafkaConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Properties may hold SASL passwords and keys: print their names only.
+        f.debug_struct("KafkaConfig")
+            .field("brokers", &self.brokers)
+            .field("topic_map", &self.topic_map)
+            .field("value", &self.value)
+            .field("message_timeout_ms", &self.message_timeout_ms)
+            .field(
+                "properties",
+                &self
+                    .properties
+                    .keys()
+                    .map(|k| format!("{k}=***"))
+                    .collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+/// Properties the sink sets itself: they are what keeps per-key order and
+/// no-loss through retries.
+pub(crate) const GUARDED: &[&str] = &[
+    "enable.idempotence",
+    "acks",
+    "request.required.acks",
+    "max.in.flight.requests.per.connection",
+    "max.in.flight",
+    "message.timeout.ms",
+    "delivery.timeout.ms",
+];
+
+impl KafkaConfig {
+    /// Check the settings once at start-up.
+    pub fn validate(&self) -> Result<(), postbox_relay::ConfigError> {
+        let err = |field, reason: String| Err(postbox_relay::ConfigError { field, reason });
+        if self.brokers.trim().is_empty() {
+            return err("kafka.brokers", "empty: name at least one host:port".into());
+        }
+        if let Some(k) = self
+            .properties
+            .keys()
+            .find(|k| GUARDED.contains(&k.as_str()))
+        {
+            return err(
+                "kafka.properties",
+                format!("{k} is set by postbox (idempotent producer, acks=all, bounded in-flight) and cannot be overridden"),
+            );
+        }
+        if self.message_timeout_ms < 100 {
+            return err(
+                "kafka.message_timeout_ms",
+                format!("{} is too short (at least 100)", self.message_timeout_ms),
+            );
+        }
+        for (from, to) in &self.topic_map {
+            if !valid_topic(to) {
+                return err(
+                    "kafka.topic_map",
+                    format!("{from:?} maps to {to:?}, which is not a valid Kafka topic name"),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The Kafka topic for an outbox topic.
+    pub fn topic_for<'a>(&'a self, outbox_topic: &'a str) -> &'a str {
+        self.topic_map
+            .get(outbox_topic)
+            .map(String::as_str)
+            .unwrap_or(outbox_topic)
+    }
+}
+
+/// Kafka's rule: 1–249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
+pub(crate) fn valid_topic(t: &str) -> bool {
+    !t.is_empty()
+        && t.len() <= 249
+        && t != "."
+        && t != ".."
+        && t.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guarded_properties_and_topics() {
+        let mut c = KafkaConfig::default();
+        assert!(c.validate().is_ok());
+        c.properties.insert("acks".into(), "1".into());
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("cannot be overridden"));
+        c.properties.clear();
+        c.topic_map
+            .insert("payment.completed".into(), "payments".into());
+        assert_eq!(c.topic_for("payment.completed"), "payments");
+        assert_eq!(c.topic_for("orders"), "orders");
+        c.topic_map.insert("x".into(), "bad topic".into());
+        assert!(c.validate().is_err());
+        c.topic_map.clear();
+        c.properties.insert("sasl.password".into(), "canary".into());
+        assert!(!format!("{c:?}").contains("canary"));
+    }
+}

@@ -1,0 +1,165 @@
+//! Route events to sinks by topic pattern, so one relay feeds BullMQ and Kafka at once.
+
+use crate::{Delivery, OutboxEvent, Sink, SinkError};
+use std::sync::Arc;
+
+/// A topic pattern: `*` matches any run of characters (`payment.*`, `*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicPattern(String);
+
+impl TopicPattern {
+    /// A pattern.
+    pub fn new(p: impl Into<String>) -> Self {
+        TopicPattern(p.into())
+    }
+
+    /// Whether `topic` matches.
+    pub fn matches(&self, topic: &str) -> bool {
+        glob(self.0.as_bytes(), topic.as_bytes())
+    }
+}
+
+fn glob(p: &[u8], t: &[u8]) -> bool {
+    match p.split_first() {
+        None => t.is_empty(),
+        Some((b'*', rest)) => (0..=t.len()).any(|i| glob(rest, &t[i..])),
+        Some((c, rest)) => t.first() == Some(c) && glob(rest, &t[1..]),
+    }
+}
+
+/// The first route whose pattern matches an event's topic gets it; the rest
+/// go to the default sink. Each sink keeps per-key order for what it gets.
+pub struct Router {
+    routes: Vec<(TopicPattern, Arc<dyn Sink>)>,
+    default: Arc<dyn Sink>,
+}
+
+impl Router {
+    /// A router with a default sink.
+    pub fn new(default: Arc<dyn Sink>) -> Self {
+        Router {
+            routes: Vec::new(),
+            default,
+        }
+    }
+
+    /// Add a route (checked in the order added).
+    pub fn route(mut self, pattern: TopicPattern, sink: Arc<dyn Sink>) -> Self {
+        self.routes.push((pattern, sink));
+        self
+    }
+
+    fn sink_for(&self, topic: &str) -> usize {
+        self.routes
+            .iter()
+            .position(|(p, _)| p.matches(topic))
+            .unwrap_or(self.routes.len())
+    }
+
+    fn sink(&self, i: usize) -> &Arc<dyn Sink> {
+        self.routes.get(i).map(|r| &r.1).unwrap_or(&self.default)
+    }
+}
+
+#[async_trait::async_trait]
+impl Sink for Router {
+    fn name(&self) -> &'static str {
+        "router"
+    }
+
+    async fn publish(&self, batch: &[OutboxEvent]) -> Vec<Delivery> {
+        let mut groups: Vec<Vec<usize>> = vec![Vec::new(); self.routes.len() + 1];
+        for (i, e) in batch.iter().enumerate() {
+            groups[self.sink_for(&e.topic)].push(i);
+        }
+        let calls = groups
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| !g.is_empty())
+            .map(|(s, g)| {
+                let sub: Vec<OutboxEvent> = g.iter().map(|i| batch[*i].clone()).collect();
+                let sink = self.sink(s).clone();
+                async move { (s, sink.publish(&sub).await) }
+            });
+        let mut results: Vec<Option<Delivery>> = batch.iter().map(|_| None).collect();
+        for (s, deliveries) in futures::future::join_all(calls).await {
+            for (i, d) in groups[s].iter().zip(deliveries) {
+                results[*i] = Some(d);
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| {
+                r.unwrap_or(Delivery::Failed(SinkError::transient(
+                    "sink returned too few results",
+                )))
+            })
+            .collect()
+    }
+
+    async fn check(&self) -> Result<(), SinkError> {
+        self.default.check().await?;
+        for (_, s) in &self.routes {
+            s.check().await?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns() {
+        let p = TopicPattern::new("payment.*");
+        assert!(p.matches("payment.completed") && p.matches("payment."));
+        assert!(!p.matches("payments") && !p.matches("order.payment.x"));
+        assert!(TopicPattern::new("*").matches("anything"));
+        assert!(TopicPattern::new("a*c*e").matches("abcde"));
+        assert!(
+            TopicPattern::new("orders").matches("orders")
+                && !TopicPattern::new("orders").matches("orders2")
+        );
+    }
+
+    struct Named(&'static str, std::sync::Mutex<Vec<String>>);
+
+    #[async_trait::async_trait]
+    impl Sink for Named {
+        fn name(&self) -> &'static str {
+            self.0
+        }
+        async fn publish(&self, batch: &[OutboxEvent]) -> Vec<Delivery> {
+            self.1
+                .lock()
+                .unwrap()
+                .extend(batch.iter().map(|e| e.topic.clone()));
+            batch.iter().map(|_| Delivery::Delivered).collect()
+        }
+    }
+
+    #[tokio::test]
+    async fn splits_by_topic_and_keeps_positions() {
+        let kafka = Arc::new(Named("kafka", Default::default()));
+        let bull = Arc::new(Named("bullmq", Default::default()));
+        let r = Router::new(bull.clone()).route(TopicPattern::new("payment.*"), kafka.clone());
+        let ev = |t: &str| OutboxEvent {
+            id: 1,
+            event_id: uuid::Uuid::new_v4(),
+            topic: t.into(),
+            event: "e".into(),
+            key: None,
+            payload: serde_json::json!({}),
+            headers: serde_json::json!({}),
+            attempts: 0,
+            created_at: chrono::Utc::now(),
+        };
+        let out = r
+            .publish(&[ev("chat"), ev("payment.completed"), ev("chat")])
+            .await;
+        assert_eq!(out.len(), 3);
+        assert_eq!(*kafka.1.lock().unwrap(), vec!["payment.completed"]);
+        assert_eq!(*bull.1.lock().unwrap(), vec!["chat", "chat"]);
+    }
+}
