@@ -5,7 +5,7 @@ use crate::settings::{Overrides, Settings};
 use crate::CliError;
 use postbox_bullmq::BullmqSink;
 use postbox_kafka::KafkaSink;
-use postbox_relay::{Relay, Router, Sink, TopicPattern};
+use postbox_relay::{Relay, RouteMatch, Router, Sink, TopicPattern};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -61,10 +61,16 @@ fn build_sink(s: &Settings) -> Result<Arc<dyn Sink>, CliError> {
     }
     let mut router = Router::new(pick(s.sink));
     for r in &s.routes {
-        if r.topic.is_empty() {
-            return Err("invalid route: empty topic pattern".into());
+        if r.topic.as_deref() == Some("") || (r.topic.is_none() && r.schema.is_none()) {
+            return Err(
+                "invalid route: give a non-empty `topic` pattern, a `schema`, or both".into(),
+            );
         }
-        router = router.route(TopicPattern::new(r.topic.clone()), pick(r.sink));
+        let m = RouteMatch {
+            topic: r.topic.clone().map(TopicPattern::new),
+            schema: r.schema.clone(),
+        };
+        router = router.route(m, pick(r.sink));
     }
     Ok(Arc::new(router))
 }

@@ -36,12 +36,14 @@ pub enum SinkKind {
     Kafka,
 }
 
-/// One routing rule.
+/// One routing rule: events matching `topic` and/or `schema` go to `sink`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Route {
-    /// Topic pattern, `*` matches any run of characters.
-    pub topic: String,
+    /// Topic pattern, `*` matches any run of characters. Default: any topic.
+    pub topic: Option<String>,
+    /// Outbox schema. Default: any schema.
+    pub schema: Option<String>,
     /// Where matching events go.
     pub sink: SinkKind,
 }

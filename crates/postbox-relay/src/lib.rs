@@ -23,6 +23,6 @@ pub use config::{Config, ConfigError, Secret};
 pub use ordering::waves;
 pub use partitions::target_share;
 pub use relay::{Relay, RelayError};
-pub use router::{Router, TopicPattern};
+pub use router::{RouteMatch, Router, TopicPattern};
 pub use sink::{BoxError, Delivery, OutboxEvent, Sink, SinkError};
 pub use stats::{Stats, StatsSnapshot};

@@ -43,6 +43,7 @@ mod tests {
             headers: serde_json::json!({}),
             attempts: 0,
             created_at: chrono::Utc::now(),
+            schema: "s".into(),
         }
     }
 

@@ -27,10 +27,36 @@ fn glob(p: &[u8], t: &[u8]) -> bool {
     }
 }
 
-/// The first route whose pattern matches an event's topic gets it; the rest
-/// go to the default sink. Each sink keeps per-key order for what it gets.
+/// Which events a route takes: a topic pattern, a schema, or both.
+#[derive(Debug, Clone, Default)]
+pub struct RouteMatch {
+    /// Topic pattern (`None`: any topic).
+    pub topic: Option<TopicPattern>,
+    /// Outbox schema (`None`: any schema).
+    pub schema: Option<String>,
+}
+
+impl RouteMatch {
+    fn matches(&self, e: &OutboxEvent) -> bool {
+        self.topic.as_ref().is_none_or(|p| p.matches(&e.topic))
+            && self.schema.as_ref().is_none_or(|s| *s == e.schema)
+    }
+}
+
+impl From<TopicPattern> for RouteMatch {
+    fn from(p: TopicPattern) -> Self {
+        RouteMatch {
+            topic: Some(p),
+            schema: None,
+        }
+    }
+}
+
+/// The first route that matches an event (by topic pattern and/or schema)
+/// gets it; the rest go to the default sink. Each sink keeps per-key order
+/// for what it gets.
 pub struct Router {
-    routes: Vec<(TopicPattern, Arc<dyn Sink>)>,
+    routes: Vec<(RouteMatch, Arc<dyn Sink>)>,
     default: Arc<dyn Sink>,
 }
 
@@ -44,15 +70,15 @@ impl Router {
     }
 
     /// Add a route (checked in the order added).
-    pub fn route(mut self, pattern: TopicPattern, sink: Arc<dyn Sink>) -> Self {
-        self.routes.push((pattern, sink));
+    pub fn route(mut self, m: impl Into<RouteMatch>, sink: Arc<dyn Sink>) -> Self {
+        self.routes.push((m.into(), sink));
         self
     }
 
-    fn sink_for(&self, topic: &str) -> usize {
+    fn sink_for(&self, e: &OutboxEvent) -> usize {
         self.routes
             .iter()
-            .position(|(p, _)| p.matches(topic))
+            .position(|(m, _)| m.matches(e))
             .unwrap_or(self.routes.len())
     }
 
@@ -70,7 +96,7 @@ impl Sink for Router {
     async fn publish(&self, batch: &[OutboxEvent]) -> Vec<Delivery> {
         let mut groups: Vec<Vec<usize>> = vec![Vec::new(); self.routes.len() + 1];
         for (i, e) in batch.iter().enumerate() {
-            groups[self.sink_for(&e.topic)].push(i);
+            groups[self.sink_for(e)].push(i);
         }
         let calls = groups
             .iter()
@@ -154,6 +180,7 @@ mod tests {
             headers: serde_json::json!({}),
             attempts: 0,
             created_at: chrono::Utc::now(),
+            schema: "s".into(),
         };
         let out = r
             .publish(&[ev("chat"), ev("payment.completed"), ev("chat")])

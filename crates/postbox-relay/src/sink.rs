@@ -29,6 +29,9 @@ pub struct OutboxEvent {
     pub attempts: i32,
     /// When the producer wrote it.
     pub created_at: DateTime<Utc>,
+    /// The schema whose outbox it came from (set by the relay, not a column).
+    #[sqlx(skip)]
+    pub schema: String,
 }
 
 /// Why an event was not delivered (Vector's Errored vs Rejected).

@@ -205,7 +205,7 @@ impl Worker {
     async fn pass(&mut self, conn: &mut PgConnection) -> Result<Pass, sqlx::Error> {
         let started = Instant::now();
         let mut tx = conn.begin().await?;
-        let batch: Vec<OutboxEvent> = sqlx::query_as(&self.q.outbox_claim_batch)
+        let mut batch: Vec<OutboxEvent> = sqlx::query_as(&self.q.outbox_claim_batch)
             .bind(&self.owned)
             .bind(self.config.batch_size)
             .fetch_all(&mut *tx)
@@ -213,6 +213,9 @@ impl Worker {
         if batch.is_empty() {
             tx.commit().await?;
             return Ok(Pass::Drained);
+        }
+        for e in &mut batch {
+            e.schema = self.schema.to_string();
         }
         let full = batch.len() as i64 >= self.config.batch_size;
         if self.failpoint.as_deref() == Some("slow_publish") {
@@ -392,6 +395,7 @@ mod tests {
             headers: serde_json::json!({}),
             attempts: 0,
             created_at: chrono::Utc::now(),
+            schema: "s".into(),
         }
     }
 

@@ -360,3 +360,60 @@ async fn kafka_republish_and_consumer_crash_are_absorbed_by_the_inbox() {
     drop(relay);
     ctx.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_relay_feeds_bullmq_and_kafka_by_route() {
+    let ctx = Ctx::new("route").await;
+    let broker = KafkaBroker::start().await;
+    let kafka_topic = format!("{}.payments", ctx.schema);
+    broker.create_topic(&kafka_topic, 1);
+    let cfg =
+        std::env::temp_dir().join(format!("postbox-route-{}.toml", postbox_testkit::suffix()));
+    std::fs::write(
+        &cfg,
+        format!(
+            "sink = \"bullmq\"\n\n[kafka]\nbrokers = \"{}\"\nvalue = \"envelope\"\n[kafka.topic_map]\n\"payment.completed\" = \"{kafka_topic}\"\n\n[[routes]]\ntopic = \"payment.*\"\nsink = \"kafka\"\n",
+            broker.bootstrap()
+        ),
+    )
+    .unwrap();
+    let redis = postbox_testkit::redis_url();
+    let relay = ctx.relay(&redis, &["--config", cfg.to_str().unwrap()], &[]);
+    let mut tx = ctx.pool.begin().await.unwrap();
+    let paid = ctx
+        .outbox
+        .enqueue(
+            &mut tx,
+            postbox::Event::new(
+                "payment.completed",
+                "payment.completed",
+                serde_json::json!({"amount": 42}),
+            )
+            .key("order-7"),
+        )
+        .await
+        .unwrap();
+    ctx.outbox
+        .enqueue(&mut tx, ctx.event("chat", 1))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    wait_until(LONG, "both events relayed", || async {
+        ctx.unsent().await == 0
+    })
+    .await;
+
+    // The chat event went to BullMQ...
+    assert_eq!(RedisView::new(&redis, &ctx.queue).await.wait_len().await, 1);
+    // ...the payment to Kafka, mapped to its topic, wrapped in the envelope.
+    let msgs = kafka_consume_independent(&broker.bootstrap(), &kafka_topic, 1, 60).await;
+    let env: serde_json::Value = serde_json::from_str(msgs[0]["value"].as_str().unwrap()).unwrap();
+    assert_eq!(env["id"], paid.event_id.to_string());
+    assert_eq!(env["type"], "payment.completed");
+    assert_eq!(env["key"], "order-7");
+    assert_eq!(env["payload"], serde_json::json!({"amount": 42}));
+    assert!(env["occurred_at"].is_string());
+    drop(relay);
+    let _ = std::fs::remove_file(cfg);
+    ctx.cleanup().await;
+}
