@@ -1,10 +1,13 @@
 //! `postbox`: migrate schemas, run the relay, run the demo and the benchmark.
 
+mod admin;
 mod bench;
 mod demo;
+mod dlq;
 mod migrate;
 mod relay;
 mod settings;
+mod status;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
@@ -42,12 +45,19 @@ enum Command {
     Demo(demo::Args),
     /// Benchmark relay drain rate against the SQL-only claim+mark rate.
     Bench(bench::Args),
+    /// Inspect, replay or purge dead letters (events the relay gave up on).
+    Dlq(dlq::Args),
+    /// Pending rows, retries and dead letters per topic, and which relays own which partitions.
+    Status(status::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The demo and bench print their own report; keep library logs to warnings there.
-    let quiet = matches!(cli.command, Command::Demo(_) | Command::Bench(_));
+    let quiet = matches!(
+        cli.command,
+        Command::Demo(_) | Command::Bench(_) | Command::Dlq(_) | Command::Status(_)
+    );
     init_logs(
         cli.log_format,
         if quiet {
@@ -66,6 +76,8 @@ fn main() -> ExitCode {
             Command::Relay(a) => relay::run(*a, shutdown_signal()).await,
             Command::Demo(a) => demo::run(a).await,
             Command::Bench(a) => bench::run(a).await,
+            Command::Dlq(a) => dlq::run(a).await,
+            Command::Status(a) => status::run(a).await,
         }
     });
     match result {

@@ -30,7 +30,15 @@ pub async fn run(a: Args, shutdown: CancellationToken) -> Result<(), CliError> {
     let sink = build_sink(&s)?;
     tracing::info!(database = %s.relay.database_url, sink = sink.name(), "starting relay");
     let relay = Relay::new(s.relay, sink)?;
-    relay.run(shutdown).await?;
+    let admin = match &s.admin_listen {
+        Some(addr) => Some(crate::admin::serve(addr, relay.readiness(), shutdown.clone()).await?),
+        None => None,
+    };
+    relay.run(shutdown.clone()).await?;
+    shutdown.cancel();
+    if let Some(a) = admin {
+        let _ = a.await;
+    }
     Ok(())
 }
 

@@ -23,6 +23,9 @@ pub struct Settings {
     pub sink: SinkKind,
     /// `[[routes]]`: `topic` pattern (`*` wildcard) → `sink`, first match wins.
     pub routes: Vec<Route>,
+    /// Address of the admin HTTP server (`/metrics`, `/healthz`, `/readyz`),
+    /// e.g. `127.0.0.1:9187`. Default: none (not served).
+    pub admin_listen: Option<String>,
 }
 
 /// A broker the relay can publish to.
@@ -106,6 +109,24 @@ pub struct Overrides {
     /// Largest BullMQ job data in bytes [default: 1048576].
     #[arg(long, env = "POSTBOX_BULLMQ_MAX_JOB_BYTES")]
     pub bullmq_max_job_bytes: Option<usize>,
+    /// Sent outbox rows older than this are deleted [default: 1h].
+    #[arg(long, env = "POSTBOX_OUTBOX_RETENTION", value_parser = duration)]
+    pub outbox_retention: Option<Duration>,
+    /// Inbox rows older than this are deleted [default: 7d].
+    #[arg(long, env = "POSTBOX_INBOX_RETENTION", value_parser = duration)]
+    pub inbox_retention: Option<Duration>,
+    /// Dead letters older than this are deleted [default: 30d].
+    #[arg(long, env = "POSTBOX_DEAD_LETTER_RETENTION", value_parser = duration)]
+    pub dead_letter_retention: Option<Duration>,
+    /// How often retention runs, one relay instance at a time [default: 30s].
+    #[arg(long, env = "POSTBOX_MAINTENANCE_INTERVAL", value_parser = duration)]
+    pub maintenance_interval: Option<Duration>,
+    /// How often the pending/lag gauges are refreshed [default: 5s].
+    #[arg(long, env = "POSTBOX_STATS_INTERVAL", value_parser = duration)]
+    pub stats_interval: Option<Duration>,
+    /// Serve /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:9187 [default: off].
+    #[arg(long, env = "POSTBOX_ADMIN_LISTEN")]
+    pub admin_listen: Option<String>,
     /// Sink for events no route matches [default: bullmq].
     #[arg(long, env = "POSTBOX_SINK", value_enum)]
     pub sink: Option<SinkKind>,
@@ -171,8 +192,16 @@ impl Settings {
             backoff_max,
             max_attempts,
             retry_base,
-            retry_max
+            retry_max,
+            outbox_retention,
+            inbox_retention,
+            dead_letter_retention,
+            maintenance_interval,
+            stats_interval
         );
+        if let Some(v) = &o.admin_listen {
+            s.admin_listen = Some(v.clone());
+        }
         let b = &mut s.bullmq;
         if let Some(v) = &o.redis_url {
             b.redis_url = Secret::new(v.clone());

@@ -104,6 +104,24 @@ pub struct Config {
     /// Longest retry delay after poison failures. Default: 5m.
     #[serde(with = "humantime_serde")]
     pub retry_max: Duration,
+    /// Sent outbox rows older than this are deleted. Default: 1h.
+    #[serde(with = "humantime_serde")]
+    pub outbox_retention: Duration,
+    /// Inbox rows older than this are deleted; keep it longer than any broker
+    /// redelivery window. Default: 7d.
+    #[serde(with = "humantime_serde")]
+    pub inbox_retention: Duration,
+    /// Dead letters older than this are deleted. Default: 30d.
+    #[serde(with = "humantime_serde")]
+    pub dead_letter_retention: Duration,
+    /// How often retention runs (one relay instance at a time). Default: 30s.
+    #[serde(with = "humantime_serde")]
+    pub maintenance_interval: Duration,
+    /// Rows deleted per retention statement. Default: 1000.
+    pub retention_batch: i64,
+    /// How often the pending/lag gauges are refreshed. Default: 5s.
+    #[serde(with = "humantime_serde")]
+    pub stats_interval: Duration,
 }
 
 impl Default for Config {
@@ -121,6 +139,12 @@ impl Default for Config {
             max_attempts: 10,
             retry_base: Duration::from_secs(1),
             retry_max: Duration::from_secs(300),
+            outbox_retention: Duration::from_secs(3600),
+            inbox_retention: Duration::from_secs(7 * 24 * 3600),
+            dead_letter_retention: Duration::from_secs(30 * 24 * 3600),
+            maintenance_interval: Duration::from_secs(30),
+            retention_batch: 1000,
+            stats_interval: Duration::from_secs(5),
         }
     }
 }
@@ -192,10 +216,21 @@ impl Config {
             ("backoff_max", self.backoff_max),
             ("retry_base", self.retry_base),
             ("retry_max", self.retry_max),
+            ("outbox_retention", self.outbox_retention),
+            ("inbox_retention", self.inbox_retention),
+            ("dead_letter_retention", self.dead_letter_retention),
+            ("maintenance_interval", self.maintenance_interval),
+            ("stats_interval", self.stats_interval),
         ] {
             if d.is_zero() {
                 return err(field, "must be greater than zero".into());
             }
+        }
+        if !(1..=100_000).contains(&self.retention_batch) {
+            return err(
+                "retention_batch",
+                format!("{} is outside 1..=100000", self.retention_batch),
+            );
         }
         if self.backoff_min > self.backoff_max {
             return err("backoff_min", "is greater than backoff_max".into());

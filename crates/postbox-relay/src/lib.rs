@@ -9,6 +9,7 @@
 
 mod backoff;
 mod config;
+mod maintenance;
 mod ordering;
 mod partitions;
 mod relay;
@@ -22,7 +23,7 @@ pub use backoff::Backoff;
 pub use config::{Config, ConfigError, Secret};
 pub use ordering::waves;
 pub use partitions::target_share;
-pub use relay::{Relay, RelayError};
+pub use relay::{Readiness, Relay, RelayError};
 pub use router::{RouteMatch, Router, TopicPattern};
 pub use sink::{BoxError, Delivery, OutboxEvent, Sink, SinkError};
 pub use stats::{Stats, StatsSnapshot};

@@ -29,6 +29,47 @@ pub enum RelayError {
     Schema(#[from] postbox::Error),
 }
 
+/// Readiness of a running relay: the database answers, the broker answers,
+/// and its workers own partitions.
+#[derive(Clone)]
+pub struct Readiness {
+    stats: Arc<Stats>,
+    sink: Arc<dyn Sink>,
+    database_url: crate::Secret,
+}
+
+impl Readiness {
+    /// `Ok` when ready, else what is missing.
+    pub async fn check(&self) -> Result<(), String> {
+        let timeout = std::time::Duration::from_secs(2);
+        let db = async {
+            let mut c = sqlx::PgConnection::connect(self.database_url.expose()).await?;
+            sqlx::query("SELECT 1").execute(&mut c).await?;
+            let _ = c.close().await;
+            Ok::<_, sqlx::Error>(())
+        };
+        match tokio::time::timeout(timeout, db).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(format!("database unreachable: {e}")),
+            Err(_) => return Err("database unreachable: no answer within 2s".into()),
+        }
+        match tokio::time::timeout(timeout, self.sink.check()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(format!("{} unreachable: {e}", self.sink.name())),
+            Err(_) => {
+                return Err(format!(
+                    "{} unreachable: no answer within 2s",
+                    self.sink.name()
+                ))
+            }
+        }
+        if self.stats.snapshot().owned_partitions == 0 {
+            return Err("no partitions owned yet".into());
+        }
+        Ok(())
+    }
+}
+
 /// A configured relay, ready to [`run`](Relay::run).
 pub struct Relay {
     config: Config,
@@ -45,6 +86,15 @@ impl Relay {
             sink,
             stats: Arc::new(Stats::default()),
         })
+    }
+
+    /// A handle that answers "is this relay ready?" while it runs.
+    pub fn readiness(&self) -> Readiness {
+        Readiness {
+            stats: self.stats.clone(),
+            sink: self.sink.clone(),
+            database_url: self.config.database_url.clone(),
+        }
     }
 
     /// Counters shared with the running workers.
@@ -103,6 +153,11 @@ impl Relay {
                 tasks.spawn(worker.run());
             }
         }
+        tasks.spawn(crate::maintenance::run(
+            config.clone(),
+            schemas.clone(),
+            shutdown.clone(),
+        ));
         tasks.spawn(wake::listen(
             config.database_url.clone(),
             format!("{instance}:listen"),

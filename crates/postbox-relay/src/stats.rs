@@ -10,6 +10,8 @@ pub struct Stats {
     pub(crate) transient_errors: AtomicU64,
     pub(crate) rejected: AtomicU64,
     pub(crate) dead_lettered: AtomicU64,
+    /// Partitions held by this relay's workers, all schemas together.
+    pub(crate) owned: std::sync::atomic::AtomicI64,
 }
 
 /// A copy of [`Stats`] at one instant.
@@ -25,6 +27,8 @@ pub struct StatsSnapshot {
     pub rejected: u64,
     /// Rows moved to the dead-letter table.
     pub dead_lettered: u64,
+    /// Partitions this relay owns now.
+    pub owned_partitions: i64,
 }
 
 impl Stats {
@@ -36,6 +40,7 @@ impl Stats {
             transient_errors: self.transient_errors.load(Relaxed),
             rejected: self.rejected.load(Relaxed),
             dead_lettered: self.dead_lettered.load(Relaxed),
+            owned_partitions: self.owned.load(Relaxed),
         }
     }
 }

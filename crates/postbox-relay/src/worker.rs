@@ -141,10 +141,13 @@ impl Worker {
             match result {
                 Ok(()) => {
                     // Closing the session releases every partition lock at once.
+                    self.stats.owned.fetch_sub(self.owned.len() as i64, Relaxed);
+                    self.owned.clear();
                     let _ = conn.close().await;
                 }
                 Err(e) => {
                     tracing::warn!(schema = %self.schema, error = %e, "relay worker lost its database session; partitions released, reconnecting");
+                    self.stats.owned.fetch_sub(self.owned.len() as i64, Relaxed);
                     self.owned.clear();
                     self.pause(transient.delay(0)).await;
                 }
@@ -172,6 +175,9 @@ impl Worker {
             .await?;
         let target = target_share(PARTITIONS as usize, members as usize);
         if self.owned.len() > target {
+            self.stats
+                .owned
+                .fetch_sub((self.owned.len() - target) as i64, Relaxed);
             let extra: Vec<i32> = self
                 .owned
                 .split_off(target)
@@ -194,6 +200,7 @@ impl Worker {
                 .await?;
             if !got.is_empty() {
                 tracing::debug!(schema = %self.schema, acquired = ?got, "partitions acquired");
+                self.stats.owned.fetch_add(got.len() as i64, Relaxed);
                 self.owned.extend(got);
                 return Ok(true);
             }
@@ -291,6 +298,7 @@ impl Worker {
                     .execute(&mut *tx)
                     .await?;
                 self.stats.dead_lettered.fetch_add(1, Relaxed);
+                metrics::counter!("postbox_dead_letters_total", "schema" => self.schema.to_string()).increment(1);
                 tracing::error!(schema = %self.schema, event_id = %event.event_id, topic = %event.topic, key = ?event.key, error = %reason, "event dead-lettered");
             } else {
                 let delay = retry.delay(event.attempts as u32);
@@ -305,6 +313,27 @@ impl Worker {
         }
         tx.commit().await?;
 
+        let schema = self.schema.to_string();
+        let sink = self.sink.name();
+        metrics::counter!("postbox_events_published_total", "schema" => schema.clone(), "sink" => sink).increment(plan.sent.len() as u64);
+        metrics::histogram!("postbox_batch_size", "schema" => schema.clone())
+            .record(batch.len() as f64);
+        metrics::histogram!("postbox_batch_duration_seconds", "schema" => schema.clone())
+            .record(started.elapsed().as_secs_f64());
+        let now = chrono::Utc::now();
+        let sent: HashSet<i64> = plan.sent.iter().copied().collect();
+        for e in batch.iter().filter(|e| sent.contains(&e.id)) {
+            // The producer's commit → marked sent: how long a consumer waits for the relay.
+            let lag = (now - e.created_at).num_microseconds().unwrap_or(0) as f64 / 1e6;
+            metrics::histogram!("postbox_publish_latency_seconds", "schema" => schema.clone())
+                .record(lag.max(0.0));
+        }
+        if !plan.rejected.is_empty() {
+            metrics::counter!("postbox_publish_errors_total", "schema" => schema.clone(), "class" => "rejected").increment(plan.rejected.len() as u64);
+        }
+        if plan.transient.is_some() {
+            metrics::counter!("postbox_publish_errors_total", "schema" => schema.clone(), "class" => "transient").increment(1);
+        }
         self.stats
             .published
             .fetch_add(plan.sent.len() as u64, Relaxed);

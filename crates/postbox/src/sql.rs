@@ -49,6 +49,16 @@ queries!(
     relay_member_join,
     relay_member_count,
     inbox_receive,
+    outbox_retention_delete,
+    inbox_retention_delete,
+    dead_letter_retention_delete,
+    maintenance_try_lock,
+    outbox_pending_stats,
+    dead_letter_list,
+    dead_letter_replay,
+    dead_letter_purge,
+    status_topics,
+    status_relays,
 );
 
 /// Fill the `{schema}` placeholder. `schema` is validated, so this is safe.

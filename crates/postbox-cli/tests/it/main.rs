@@ -5,11 +5,14 @@ mod support;
 
 mod bad_input;
 mod commit_order;
+mod dlq;
 mod failpoint;
 mod inbox;
 mod kafka;
 mod migrate;
 mod node_interop;
+mod ops;
 mod producer;
 mod redis_outage;
 mod relay_order;
+mod status;

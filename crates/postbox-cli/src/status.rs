@@ -1,0 +1,316 @@
+//! `postbox status`: per schema, what waits in the outbox and which relay
+//! instances own which partitions. Read-only; safe on a live system.
+
+use crate::dlq::{clip, connect, table};
+use crate::CliError;
+use chrono::{DateTime, Utc};
+use postbox::sql::Queries;
+use postbox::{SchemaName, PARTITIONS};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// PostgreSQL URL.
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    database_url: Option<String>,
+    /// Schema to report on (repeat for several).
+    #[arg(long = "schema", required = true)]
+    schemas: Vec<String>,
+    /// Print one JSON array (one object per schema) instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct SchemaStatus {
+    schema: String,
+    /// Unsent rows (all topics).
+    pending: i64,
+    /// Age of the oldest unsent row, in seconds (null when none).
+    oldest_pending_age_seconds: Option<f64>,
+    /// Unsent rows waiting out a retry backoff (next_attempt_at in the future).
+    retrying: i64,
+    dead_letters: i64,
+    topics: Vec<TopicStatus>,
+    relays: Vec<Instance>,
+    partitions_owned: usize,
+    /// Partitions no relay session owns right now, as ranges ("" when none).
+    partitions_unowned: String,
+}
+
+#[derive(sqlx::FromRow, Serialize)]
+struct TopicStatus {
+    topic: String,
+    pending: i64,
+    oldest_pending_age_seconds: Option<f64>,
+    retrying: i64,
+    dead_letters: i64,
+}
+
+#[derive(sqlx::FromRow)]
+struct Session {
+    pid: i32,
+    application_name: Option<String>,
+    client_addr: Option<String>,
+    backend_start: Option<DateTime<Utc>>,
+    partitions: Vec<i32>,
+}
+
+/// One relay process (or an unknown session holding postbox locks).
+#[derive(Serialize)]
+struct Instance {
+    /// `postbox-relay:<pid>:<id>`: the prefix of its sessions' application_name.
+    instance: String,
+    /// The relay's process id on its host, from the instance name.
+    process_id: Option<u32>,
+    /// Its worker sessions on this schema.
+    sessions: usize,
+    /// Backend pids of those sessions (for `pg_terminate_backend`).
+    backend_pids: Vec<i32>,
+    partitions: Vec<i32>,
+    /// The same partitions, compact: `0-15,32-47`.
+    partition_ranges: String,
+    /// Client address of its sessions (null for a Unix socket, or without the
+    /// privilege to see other roles' sessions).
+    client_addr: Option<String>,
+    /// Start of its oldest session on this schema (pg_stat_activity.backend_start).
+    session_start: Option<DateTime<Utc>>,
+}
+
+pub async fn run(a: Args) -> Result<(), CliError> {
+    let schemas = a
+        .schemas
+        .iter()
+        .map(|s| SchemaName::new(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut conn = connect(a.database_url.as_deref(), "postbox status").await?;
+    let mut out = Vec::new();
+    for schema in &schemas {
+        postbox::migrate::ensure_migrated(&mut conn, schema).await?;
+        let q = Queries::new(schema);
+        let topics: Vec<TopicStatus> = sqlx::query_as(&q.status_topics)
+            .fetch_all(&mut conn)
+            .await?;
+        let sessions: Vec<Session> = sqlx::query_as(&q.status_relays)
+            .bind(schema.as_str())
+            .fetch_all(&mut conn)
+            .await?;
+        out.push(summarize(schema, topics, sessions));
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        for (i, s) in out.iter().enumerate() {
+            if i > 0 {
+                println!();
+            }
+            print!("{}", render(s));
+        }
+    }
+    Ok(())
+}
+
+fn summarize(
+    schema: &SchemaName,
+    topics: Vec<TopicStatus>,
+    sessions: Vec<Session>,
+) -> SchemaStatus {
+    let mut by_instance: BTreeMap<String, Vec<Session>> = BTreeMap::new();
+    for s in sessions {
+        let name = match s.application_name.as_deref() {
+            Some(app) if app.starts_with("postbox-relay:") => {
+                app.strip_suffix(":worker").unwrap_or(app).to_owned()
+            }
+            Some(app) if !app.is_empty() => format!("{app} (pid {}, not a relay session)", s.pid),
+            _ => format!("pid {} (not a relay session)", s.pid),
+        };
+        by_instance.entry(name).or_default().push(s);
+    }
+    let relays: Vec<Instance> = by_instance
+        .into_iter()
+        .map(|(instance, sessions)| {
+            let mut partitions: Vec<i32> = sessions
+                .iter()
+                .flat_map(|s| s.partitions.iter().copied())
+                .collect();
+            partitions.sort_unstable();
+            let mut addrs: Vec<&str> = sessions
+                .iter()
+                .filter_map(|s| s.client_addr.as_deref())
+                .collect();
+            addrs.sort_unstable();
+            addrs.dedup();
+            Instance {
+                process_id: instance
+                    .strip_prefix("postbox-relay:")
+                    .and_then(|r| r.split(':').next())
+                    .and_then(|p| p.parse().ok()),
+                sessions: sessions.len(),
+                backend_pids: sessions.iter().map(|s| s.pid).collect(),
+                partition_ranges: ranges(&partitions),
+                partitions,
+                client_addr: (!addrs.is_empty()).then(|| addrs.join(",")),
+                session_start: sessions.iter().filter_map(|s| s.backend_start).min(),
+                instance,
+            }
+        })
+        .collect();
+    let owned: std::collections::BTreeSet<i32> = relays
+        .iter()
+        .flat_map(|r| r.partitions.iter().copied())
+        .collect();
+    let unowned: Vec<i32> = (0..i32::from(PARTITIONS))
+        .filter(|p| !owned.contains(p))
+        .collect();
+    SchemaStatus {
+        schema: schema.to_string(),
+        pending: topics.iter().map(|t| t.pending).sum(),
+        oldest_pending_age_seconds: topics
+            .iter()
+            .filter_map(|t| t.oldest_pending_age_seconds)
+            .reduce(f64::max),
+        retrying: topics.iter().map(|t| t.retrying).sum(),
+        dead_letters: topics.iter().map(|t| t.dead_letters).sum(),
+        topics,
+        relays,
+        partitions_owned: owned.len(),
+        partitions_unowned: ranges(&unowned),
+    }
+}
+
+fn render(s: &SchemaStatus) -> String {
+    let mut out = format!(
+        "schema {}: {} pending{}, {} retrying, {} dead letter(s)\n",
+        s.schema,
+        s.pending,
+        s.oldest_pending_age_seconds
+            .map(|a| format!(" (oldest {})", age(a)))
+            .unwrap_or_default(),
+        s.retrying,
+        s.dead_letters
+    );
+    if !s.topics.is_empty() {
+        let mut t = vec![vec![
+            "TOPIC".to_string(),
+            "PENDING".into(),
+            "OLDEST".into(),
+            "RETRYING".into(),
+            "DEAD_LETTERS".into(),
+        ]];
+        for topic in &s.topics {
+            t.push(vec![
+                clip(&topic.topic, 40),
+                topic.pending.to_string(),
+                topic.oldest_pending_age_seconds.map_or("-".into(), age),
+                topic.retrying.to_string(),
+                topic.dead_letters.to_string(),
+            ]);
+        }
+        out.push_str(&indent(&table(&t)));
+    }
+    if s.relays.is_empty() {
+        out.push_str(&format!(
+            "  relays: none; the {PARTITIONS} partitions are unowned (start `postbox relay --schemas {}`)\n",
+            s.schema
+        ));
+        return out;
+    }
+    out.push_str(&format!(
+        "  relays: {} instance(s), {} of {PARTITIONS} partitions owned{}\n",
+        s.relays.len(),
+        s.partitions_owned,
+        if s.partitions_unowned.is_empty() {
+            String::new()
+        } else {
+            format!(" (unowned: {})", s.partitions_unowned)
+        }
+    ));
+    let mut t = vec![vec![
+        "INSTANCE".to_string(),
+        "SESSIONS".into(),
+        "OWNED".into(),
+        "PARTITIONS".into(),
+        "CLIENT".into(),
+        "SESSION_START".into(),
+    ]];
+    for r in &s.relays {
+        t.push(vec![
+            r.instance.clone(),
+            r.sessions.to_string(),
+            r.partitions.len().to_string(),
+            if r.partition_ranges.is_empty() {
+                "-".into()
+            } else {
+                r.partition_ranges.clone()
+            },
+            match (&r.client_addr, r.session_start) {
+                (Some(a), _) => a.clone(),
+                (None, Some(_)) => "local".into(),
+                (None, None) => "?".into(),
+            },
+            r.session_start.map_or("?".into(), |t| {
+                t.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+            }),
+        ]);
+    }
+    out.push_str(&indent(&table(&t)));
+    out
+}
+
+fn indent(s: &str) -> String {
+    s.lines().map(|l| format!("  {l}\n")).collect()
+}
+
+/// Sorted, distinct numbers as compact ranges: `0-15,32-47,50`.
+fn ranges(sorted: &[i32]) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let start = sorted[i];
+        let mut end = start;
+        while i + 1 < sorted.len() && sorted[i + 1] == end + 1 {
+            i += 1;
+            end = sorted[i];
+        }
+        parts.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
+        i += 1;
+    }
+    parts.join(",")
+}
+
+/// Seconds as a short age: `42s`, `3m05s`, `2h07m`, `3d04h`.
+fn age(secs: f64) -> String {
+    let s = secs.max(0.0) as u64;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        3600..86400 => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d{:02}h", s / 86400, s % 86400 / 3600),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_are_compact() {
+        assert_eq!(ranges(&[]), "");
+        assert_eq!(ranges(&[5]), "5");
+        let v: Vec<i32> = (0..16).chain(32..48).chain([50]).collect();
+        assert_eq!(ranges(&v), "0-15,32-47,50");
+    }
+
+    #[test]
+    fn ages_are_short() {
+        assert_eq!(age(42.7), "42s");
+        assert_eq!(age(185.0), "3m05s");
+        assert_eq!(age(7620.0), "2h07m");
+        assert_eq!(age(273_600.0), "3d04h");
+    }
+}

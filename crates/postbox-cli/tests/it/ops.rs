@@ -1,0 +1,174 @@
+//! Operations: Prometheus metrics, health and readiness, retention.
+
+use crate::support::*;
+use postbox_testkit::http_get;
+use std::time::Duration;
+
+fn admin_args(port: u16) -> Vec<String> {
+    vec![
+        "--admin-listen".into(),
+        format!("127.0.0.1:{port}"),
+        "--stats-interval".into(),
+        "200ms".into(),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_and_health_are_served() {
+    let ctx = Ctx::new("metrics").await;
+    let port = postbox_testkit::free_port();
+    let args = admin_args(port);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let relay = ctx.relay(&postbox_testkit::redis_url(), &args, &[]);
+    let base = format!("http://127.0.0.1:{port}");
+    wait_until(LONG, "/readyz 200", || {
+        let u = format!("{base}/readyz");
+        async move { matches!(http_get(&u).await, Ok((200, _))) }
+    })
+    .await;
+    assert_eq!(http_get(&format!("{base}/healthz")).await.unwrap().0, 200);
+    ctx.produce((1..=10).map(|i| ctx.event("k", i)).collect())
+        .await;
+    wait_until(LONG, "events relayed", || async { ctx.unsent().await == 0 }).await;
+    let published = format!(
+        "postbox_events_published_total{{schema=\"{}\",sink=\"bullmq\"}} 10",
+        ctx.schema
+    );
+    wait_until(
+        LONG,
+        "metrics to show the published events and a refreshed lag gauge",
+        || {
+            let (u, p, s) = (
+                format!("{base}/metrics"),
+                published.clone(),
+                ctx.schema.clone(),
+            );
+            async move {
+                let body = http_get(&u).await.map(|r| r.1).unwrap_or_default();
+                body.contains(&p)
+                    && body.contains(&format!("postbox_pending_events_total{{schema=\"{s}\"}} 0"))
+            }
+        },
+    )
+    .await;
+    let body = http_get(&format!("{base}/metrics")).await.unwrap().1;
+    for name in [
+        "postbox_publish_latency_seconds_bucket",
+        "postbox_batch_size_bucket",
+        "postbox_batch_duration_seconds_bucket",
+    ] {
+        assert!(body.contains(name), "{name} missing from /metrics");
+    }
+    drop(relay);
+    ctx.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_flips_when_redis_stops() {
+    let ctx = Ctx::new("ready").await;
+    let mut redis = RedisServer::start().await;
+    let port = postbox_testkit::free_port();
+    let args = admin_args(port);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let relay = ctx.relay(&redis.url(), &args, &[]);
+    let url = format!("http://127.0.0.1:{port}/readyz");
+    let status = |u: String| async move { http_get(&u).await.map(|r| r.0).unwrap_or(0) };
+    wait_until(LONG, "ready", || status(url.clone()).map_ready(200)).await;
+    redis.kill();
+    wait_until(LONG, "not ready while Redis is down", || {
+        status(url.clone()).map_ready(503)
+    })
+    .await;
+    let (_, why) = http_get(&url).await.unwrap();
+    assert!(why.contains("bullmq unreachable"), "{why}");
+    redis.restart().await;
+    wait_until(LONG, "ready again", || status(url.clone()).map_ready(200)).await;
+    drop(relay);
+    ctx.cleanup().await;
+}
+
+trait MapReady {
+    fn map_ready(self, want: u16) -> impl std::future::Future<Output = bool>;
+}
+
+impl<F: std::future::Future<Output = u16>> MapReady for F {
+    async fn map_ready(self, want: u16) -> bool {
+        self.await == want
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_deletes_only_what_is_old_enough() {
+    let ctx = Ctx::new("retain").await;
+    let s = &ctx.schema;
+    sqlx::raw_sql(&format!(
+        "INSERT INTO {s}.outbox (topic, event, key, payload, sent_at) VALUES
+           ('q', 'e', 'old', '{{}}', now() - interval '2 hours'),
+           ('q', 'e', 'old', '{{}}', now() - interval '3 hours'),
+           ('q', 'e', 'old', '{{}}', now() - interval '4 hours'),
+           ('q', 'e', 'recent', '{{}}', now() - interval '5 minutes');
+         INSERT INTO {s}.inbox (consumer, message_id, received_at) VALUES
+           ('c', 'old-1', now() - interval '2 hours'), ('c', 'old-2', now() - interval '2 hours'),
+           ('c', 'new', now());
+         INSERT INTO {s}.outbox_dead_letter (id, event_id, topic, event, key, payload, headers, created_at, attempts, last_error, dead_at) VALUES
+           (-1, gen_random_uuid(), 'q', 'e', 'k', '{{}}', '{{}}', now(), 3, 'x', now() - interval '2 hours'),
+           (-2, gen_random_uuid(), 'q', 'e', 'k', '{{}}', '{{}}', now(), 3, 'x', now());"
+    ))
+    .execute(&ctx.pool)
+    .await
+    .unwrap();
+    // An old row that was never sent must survive whatever its age.
+    sqlx::raw_sql(&format!("ALTER TABLE {s}.outbox DISABLE TRIGGER outbox_notify; INSERT INTO {s}.outbox (topic, event, key, payload, created_at) VALUES ('{q}', 'e', 'unsent', '42', now() - interval '1 day')", q = ctx.queue))
+        .execute(&ctx.pool)
+        .await
+        .unwrap();
+    let relay = ctx.relay(
+        &postbox_testkit::redis_url(),
+        &[
+            "--outbox-retention",
+            "1h",
+            "--inbox-retention",
+            "1h",
+            "--dead-letter-retention",
+            "1h",
+            "--maintenance-interval",
+            "200ms",
+            "--stats-interval",
+            "100ms",
+            "--max-attempts",
+            "1000",
+            "--retry-base",
+            "1h",
+            "--retry-max",
+            "2h",
+        ],
+        &[],
+    );
+    let count = |table: &'static str, cond: &'static str| {
+        let (pool, s) = (ctx.pool.clone(), ctx.schema.clone());
+        async move {
+            sqlx::query_scalar::<_, i64>(&format!("SELECT count(*) FROM {s}.{table} WHERE {cond}"))
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+        }
+    };
+    wait_until(LONG, "old rows deleted", || async {
+        count("outbox", "key = 'old'").await == 0
+            && count("inbox", "message_id LIKE 'old%'").await == 0
+            && count("outbox_dead_letter", "id = -1").await == 0
+    })
+    .await;
+    assert_eq!(count("outbox", "key = 'recent'").await, 1);
+    assert_eq!(
+        count("outbox", "key = 'unsent'").await,
+        1,
+        "an unsent row is never deleted"
+    );
+    assert_eq!(count("inbox", "message_id = 'new'").await, 1);
+    assert_eq!(count("outbox_dead_letter", "id = -2").await, 1);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(count("outbox", "key = 'unsent'").await, 1);
+    drop(relay);
+    ctx.cleanup().await;
+}

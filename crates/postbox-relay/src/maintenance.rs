@@ -1,0 +1,121 @@
+//! Maintenance: retention of sent outbox rows, inbox rows and dead letters in
+//! small batches (one runner per schema at a time, by advisory lock), and the
+//! pending/lag gauges.
+
+use crate::Config;
+use postbox::{sql::Queries, SchemaName};
+use sqlx::{Connection, PgConnection};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+pub(crate) async fn run(
+    config: Arc<Config>,
+    schemas: Vec<SchemaName>,
+    shutdown: CancellationToken,
+) {
+    let queries: Vec<(SchemaName, Queries)> = schemas
+        .iter()
+        .map(|s| (s.clone(), Queries::new(s)))
+        .collect();
+    let mut conn: Option<PgConnection> = None;
+    let mut next_retention = Instant::now();
+    loop {
+        if conn.is_none() {
+            conn = PgConnection::connect(config.database_url.expose())
+                .await
+                .ok();
+        }
+        if let Some(c) = conn.as_mut() {
+            let mut result = gauges(c, &queries).await;
+            if result.is_ok() && Instant::now() >= next_retention {
+                next_retention = Instant::now() + config.maintenance_interval;
+                for (schema, q) in &queries {
+                    result = retention(c, &config, schema, q).await;
+                    if result.is_err() {
+                        break;
+                    }
+                }
+            }
+            if let Err(e) = result {
+                tracing::warn!(error = %e, "maintenance failed; reconnecting");
+                conn = None;
+            }
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(config.stats_interval) => {}
+        }
+    }
+}
+
+async fn gauges(
+    c: &mut PgConnection,
+    queries: &[(SchemaName, Queries)],
+) -> Result<(), sqlx::Error> {
+    for (schema, q) in queries {
+        let rows: Vec<(String, i64, f64)> = sqlx::query_as(&q.outbox_pending_stats)
+            .fetch_all(&mut *c)
+            .await?;
+        let mut total = 0;
+        for (topic, pending, age) in rows {
+            total += pending;
+            metrics::gauge!("postbox_pending_events", "schema" => schema.to_string(), "topic" => topic.clone()).set(pending as f64);
+            metrics::gauge!("postbox_oldest_pending_seconds", "schema" => schema.to_string(), "topic" => topic).set(age);
+        }
+        metrics::gauge!("postbox_pending_events_total", "schema" => schema.to_string())
+            .set(total as f64);
+    }
+    Ok(())
+}
+
+/// Delete in batches of `retention_batch`, each in its own short transaction
+/// holding the schema's maintenance lock; stop if another runner holds it.
+async fn retention(
+    c: &mut PgConnection,
+    config: &Config,
+    schema: &SchemaName,
+    q: &Queries,
+) -> Result<(), sqlx::Error> {
+    for (table, sql, keep) in [
+        (
+            "outbox",
+            &q.outbox_retention_delete,
+            config.outbox_retention,
+        ),
+        ("inbox", &q.inbox_retention_delete, config.inbox_retention),
+        (
+            "outbox_dead_letter",
+            &q.dead_letter_retention_delete,
+            config.dead_letter_retention,
+        ),
+    ] {
+        loop {
+            let mut tx = c.begin().await?;
+            let ours: bool = sqlx::query_scalar(&q.maintenance_try_lock)
+                .bind(schema.as_str())
+                .fetch_one(&mut *tx)
+                .await?;
+            if !ours {
+                return Ok(());
+            }
+            let deleted = sqlx::query(sql)
+                .bind(keep.as_secs_f64())
+                .bind(config.retention_batch)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            tx.commit().await?;
+            if deleted > 0 {
+                metrics::counter!("postbox_retention_deleted_total", "schema" => schema.to_string(), "table" => table).increment(deleted);
+                tracing::debug!(%schema, table, deleted, "retention");
+            }
+            if (deleted as i64) < config.retention_batch {
+                break;
+            }
+            // Let the relay's own work in between batches.
+            tokio::task::yield_now().await;
+        }
+    }
+    Ok(())
+}
