@@ -56,6 +56,11 @@ pub enum Kind {
     Sending(Msg),
     /// The sender stored the message (the API answered 201).
     Saved(Msg),
+    /// The request may have reached the service, but no answer says whether
+    /// it was stored (HTTP 5xx, or the connection broke after it was sent):
+    /// like Jepsen's `info` operations, it may be delivered once or not at
+    /// all, never twice. The sender goes on with a new message number.
+    Indeterminate(Msg),
     /// The receiver showed the message.
     Shown(Msg),
     /// The receiver's inbox skipped a redelivery.
@@ -151,6 +156,10 @@ impl History {
                 }
                 Kind::Sending(_) => continue,
                 Kind::Saved(m) => ("consumers".into(), format!("{m} saved")),
+                Kind::Indeterminate(m) => (
+                    "consumers".into(),
+                    format!("{m} indeterminate (no answer whether saved); sending a new message"),
+                ),
                 Kind::Shown(m) => ("workers".into(), format!("{m} shown")),
                 Kind::Skipped(m) => (
                     "workers".into(),
@@ -218,8 +227,16 @@ impl History {
                 *c += 1;
             }
         }
+        let indeterminate: BTreeSet<Msg> = entries
+            .iter()
+            .filter_map(|e| match e.kind {
+                Kind::Indeterminate(m) => Some(m),
+                _ => None,
+            })
+            .collect();
         let received: BTreeSet<Msg> = shown_count.keys().copied().collect();
-        // Each message of a chat was sent after the previous one was saved,
+        // Each message of a chat was sent after the previous one was saved
+        // (or answered indeterminately: its transaction was over by then),
         // so within a chat the first showings must come in sending order.
         let mut last: BTreeMap<i64, u32> = BTreeMap::new();
         let mut reordered = 0;
@@ -235,7 +252,13 @@ impl History {
             received: received.len(),
             skipped: self.count(|k| matches!(k, Kind::Skipped(_))),
             lost: saved.difference(&received).copied().collect(),
-            unexpected: received.difference(&saved).copied().collect(),
+            unexpected: received
+                .iter()
+                .filter(|m| !saved.contains(m) && !indeterminate.contains(m))
+                .copied()
+                .collect(),
+            indeterminate: indeterminate.len(),
+            indeterminate_delivered: indeterminate.intersection(&received).count(),
             duplicated: shown_count
                 .iter()
                 .filter(|(_, c)| **c > 1)
@@ -254,7 +277,12 @@ pub struct Verdict {
     pub received: usize,
     pub skipped: usize,
     pub lost: Vec<Msg>,
+    /// Shown but neither saved nor indeterminate.
     pub unexpected: Vec<Msg>,
+    /// Sent without knowing whether they were stored (see [`Kind::Indeterminate`]).
+    pub indeterminate: usize,
+    /// Of those, how many were shown (once; twice counts as duplicated).
+    pub indeterminate_delivered: usize,
     pub duplicated: Vec<Msg>,
     pub reordered: usize,
     pub unsent: Option<i64>,
@@ -282,6 +310,12 @@ impl Verdict {
         );
         if let Some(u) = self.unsent {
             s.push_str(&format!("unsent in outbox: {u}\n"));
+        }
+        if self.indeterminate > 0 {
+            s.push_str(&format!(
+                "indeterminate: {} ({} delivered)\n",
+                self.indeterminate, self.indeterminate_delivered
+            ));
         }
         s.push_str(&format!(
             "checker: lost {}, unexpected {}, duplicated deliveries {}, reordered {}, unsent {}\n",
@@ -333,6 +367,28 @@ mod tests {
         assert_eq!(v.duplicated, vec![m(3)]);
         assert_eq!(v.unexpected, vec![Msg { chat: 9, n: 1 }]);
         assert_eq!(v.reordered, 1);
+        assert!(!v.clean());
+    }
+
+    #[test]
+    fn indeterminate_messages_may_arrive_once_or_not_at_all() {
+        let h = History::new();
+        let m = |n| Msg { chat: 1, n };
+        h.push(Kind::Indeterminate(m(1)));
+        h.push(Kind::Saved(m(2)));
+        h.push(Kind::Indeterminate(m(3)));
+        h.push(Kind::Saved(m(4)));
+        for n in [1, 2, 4] {
+            h.push(Kind::Shown(m(n)));
+        }
+        let v = h.verdict(Some(0));
+        assert!(v.clean(), "{}", v.summary());
+        assert_eq!((v.indeterminate, v.indeterminate_delivered), (2, 1));
+        // Never twice.
+        h.push(Kind::Shown(m(1)));
+        let v = h.verdict(Some(0));
+        assert_eq!(v.duplicated, vec![m(1)]);
+        assert!(v.unexpected.is_empty());
         assert!(!v.clean());
     }
 }

@@ -116,6 +116,11 @@ impl Proc {
         self.child.as_ref().and_then(|c| c.id())
     }
 
+    /// Its exit status, if it has exited (without being waited for by us).
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.as_mut()?.try_wait().ok().flatten()
+    }
+
     /// SIGTERM and wait for the exit (a deploy's stop).
     pub async fn stop(&mut self) -> Result<(), chat::Error> {
         self.signal("TERM");

@@ -42,6 +42,7 @@ async fn measure(
             v2: v != Variant::V1,
             consumers_relays: 1,
             relay_flags: flags,
+            redis_proxy: false,
         },
     )
     .await?;

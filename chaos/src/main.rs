@@ -5,8 +5,11 @@
 mod history;
 mod infra;
 mod latency;
+mod pg;
+mod proxy;
 mod scenarios;
 mod seed;
+mod soak;
 mod world;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -32,6 +35,26 @@ enum Command {
     List,
     /// Send → shown latency for v1, v2 with NOTIFY and v2 polling only, with a PNG histogram.
     Latency(LatencyArgs),
+    /// One system under continuous load for a long time, with random faults (seeded) a few seconds apart.
+    Soak(SoakArgs),
+}
+
+#[derive(clap::Args)]
+struct SoakArgs {
+    /// How long to keep the load and the faults going (`30s`, `10m`, `1h`).
+    #[arg(long, default_value = "10m", value_parser = humantime_serde::re::humantime::parse_duration)]
+    duration: std::time::Duration,
+    /// Seed of the fault sequence [default: random, printed].
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Admin PostgreSQL URL (creates per-run roles and schemas).
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        hide_env_values = true,
+        default_value = "postgres://postgres:postgres@127.0.0.1:5432/postgres"
+    )]
+    admin_url: String,
 }
 
 #[derive(clap::Args)]
@@ -105,55 +128,14 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
     let result = rt.block_on(async move {
-        match cli.command {
-            Command::Seed(a) => {
-                let mut ok = true;
-                if matches!(a.version, Version::V1 | Version::Both) {
-                    ok &= seed::run(&a.admin_url, Version::V1).await?;
-                }
-                if matches!(a.version, Version::V2 | Version::Both) {
-                    for _ in 0..a.runs {
-                        ok &= seed::run(&a.admin_url, Version::V2).await?;
-                    }
-                }
-                Ok::<bool, chat::Error>(ok)
-            }
-            Command::Run(a) => {
-                let mut names: Vec<&str> = Vec::new();
-                for s in &a.scenarios {
-                    match s.as_str() {
-                        "all" => names.extend(scenarios::ALL.iter().map(|(n, _)| *n)),
-                        "fast" => names.extend(scenarios::FAST),
-                        other => names.push(other),
-                    }
-                }
-                let mut failed = Vec::new();
-                for name in names {
-                    if !scenarios::run(&a.admin_url, name).await? {
-                        failed.push(name);
-                    }
-                }
-                if !failed.is_empty() {
-                    println!("failed: {}", failed.join(", "));
-                }
-                Ok(failed.is_empty())
-            }
-            Command::Latency(a) => {
-                latency::run(
-                    &a.admin_url,
-                    a.count,
-                    std::time::Duration::from_millis(a.every_ms),
-                    a.reps,
-                    &a.png,
-                )
-                .await
-            }
-            Command::List => {
-                for (name, about) in scenarios::ALL {
-                    println!("{name:<22} {about}");
-                }
-                Ok(true)
-            }
+        // Interrupted or terminated: drop the run, so its guards kill the
+        // processes, the Redis and the PostgreSQL cluster it started.
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate())?;
+        tokio::select! {
+            r = command(cli.command) => r,
+            _ = tokio::signal::ctrl_c() => Err("interrupted".into()),
+            _ = term.recv() => Err("terminated".into()),
         }
     });
     match result {
@@ -162,6 +144,60 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::from(2)
+        }
+    }
+}
+
+async fn command(command: Command) -> Result<bool, chat::Error> {
+    match command {
+        Command::Seed(a) => {
+            let mut ok = true;
+            if matches!(a.version, Version::V1 | Version::Both) {
+                ok &= seed::run(&a.admin_url, Version::V1).await?;
+            }
+            if matches!(a.version, Version::V2 | Version::Both) {
+                for _ in 0..a.runs {
+                    ok &= seed::run(&a.admin_url, Version::V2).await?;
+                }
+            }
+            Ok::<bool, chat::Error>(ok)
+        }
+        Command::Run(a) => {
+            let mut names: Vec<&str> = Vec::new();
+            for s in &a.scenarios {
+                match s.as_str() {
+                    "all" => names.extend(scenarios::ALL.iter().map(|(n, _)| *n)),
+                    "fast" => names.extend(scenarios::FAST),
+                    other => names.push(other),
+                }
+            }
+            let mut failed = Vec::new();
+            for name in names {
+                if !scenarios::run(&a.admin_url, name).await? {
+                    failed.push(name);
+                }
+            }
+            if !failed.is_empty() {
+                println!("failed: {}", failed.join(", "));
+            }
+            Ok(failed.is_empty())
+        }
+        Command::Latency(a) => {
+            latency::run(
+                &a.admin_url,
+                a.count,
+                std::time::Duration::from_millis(a.every_ms),
+                a.reps,
+                &a.png,
+            )
+            .await
+        }
+        Command::Soak(a) => soak::run(&a.admin_url, a.duration, a.seed).await,
+        Command::List => {
+            for (name, about) in scenarios::ALL {
+                println!("{name:<22} {about}");
+            }
+            Ok(true)
         }
     }
 }

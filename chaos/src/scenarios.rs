@@ -2,8 +2,9 @@
 //! by the same checker: lost, unexpected, duplicated deliveries, reordered
 //! within a chat, unsent in the outbox — all must be zero.
 
-use crate::history::{History, Msg};
-use crate::world::{Options, World, LOCK_MS};
+use crate::history::Verdict;
+use crate::pg::PgCluster;
+use crate::world::{Options, Sender, World, LOCK_MS};
 use std::time::{Duration, Instant};
 
 /// Name and one-line description of every scenario.
@@ -16,32 +17,35 @@ pub const ALL: &[(&str, &str)] = &[
     ("pg-terminate", "pg_terminate_backend on every relay session, every second"),
     ("worker-stall", "the workers service SIGSTOPped longer than its job lock, then resumed"),
     ("poison", "a non-object payload and a 2 MB payload are dead-lettered while the chats keep flowing"),
+    ("redis-partition", "every Redis connection of the services and relays partitioned for 3 s (through the fault proxy: nothing forwarded, nothing closed), then healed"),
+    ("redis-latency", "50 ms added each way on every Redis connection for 3 s"),
+    ("pg-immediate-stop", "a harness-owned PostgreSQL stopped with `pg_ctl -m immediate`, restarted 1.5 s later; 5xx answers are indeterminate"),
 ];
 
 /// The fast subset CI runs next to the seed scenario.
-pub const FAST: &[&str] = &["relay-kill", "redis-kill", "pg-terminate", "poison"];
+pub const FAST: &[&str] = &[
+    "relay-kill",
+    "redis-kill",
+    "pg-terminate",
+    "poison",
+    "redis-partition",
+    "pg-immediate-stop",
+];
 
 const CHATS: i64 = 3; // the chat seeds chats 1..=3
 const RATE: u64 = 40; // messages per second
 const LOAD: Duration = Duration::from_secs(6);
 
-/// Send messages round-robin over the chats at RATE for LOAD; each chat's
-/// messages are sent one after the other, so their order is causal.
-async fn load(port: u16, history: History) -> Result<(), chat::Error> {
-    let sender = crate::world::Sender { port, history };
+/// Send messages round-robin over the chats at RATE for `duration`; each
+/// chat's messages are sent one after the other, so their order is causal.
+pub async fn load(sender: Sender, duration: Duration) -> Result<(), chat::Error> {
     let every = Duration::from_micros(1_000_000 / RATE);
-    let total = (LOAD.as_millis() as u64 * RATE / 1000) as u32;
+    let total = duration.as_millis() as u64 * RATE / 1000;
     let mut next = Instant::now();
     for i in 0..total {
         tokio::time::sleep_until(next.into()).await;
         next += every;
-        let chat = 1 + (i as i64 % CHATS);
-        sender
-            .send(Msg {
-                chat,
-                n: i / CHATS as u32 + 1,
-            })
-            .await?;
+        sender.send_next(1 + (i as i64 % CHATS)).await?;
     }
     Ok(())
 }
@@ -76,19 +80,30 @@ pub async fn run(admin_url: &str, name: &str) -> Result<bool, chat::Error> {
             .into())
         }
     };
+    // Stopped hard below, so not the machine's shared server: one of our own
+    // (declared first, so it is dropped — stopped and removed — last).
+    let cluster = if name == "pg-immediate-stop" {
+        Some(PgCluster::start().await?)
+    } else {
+        None
+    };
+    let admin_url = cluster
+        .as_ref()
+        .map_or_else(|| admin_url.to_owned(), |c| c.admin_url());
     let mut w = World::start(
-        admin_url,
+        &admin_url,
         Options {
             v2: true,
             consumers_relays: relays,
             relay_flags: flags.clone(),
+            redis_proxy: matches!(name, "redis-partition" | "redis-latency"),
         },
     )
     .await?;
     w.consumers.start(&[]).await?;
     w.workers.start(&[]).await?;
     let h = w.history.clone();
-    let load_task = tokio::spawn(load(w.consumers.port, h.clone()));
+    let load_task = tokio::spawn(load(w.sender(), LOAD));
     let t0 = Instant::now();
 
     match name {
@@ -185,6 +200,33 @@ pub async fn run(admin_url: &str, name: &str) -> Result<bool, chat::Error> {
             .await?;
             h.harness("producer", "two poison rows written with plain SQL");
         }
+        "redis-partition" => {
+            let proxy = w.proxy.as_ref().expect("proxied");
+            at(t0, 2.0).await;
+            proxy.partition();
+            h.harness("proxy", "Redis partitioned");
+            at(t0, 5.0).await;
+            proxy.heal();
+            h.harness("proxy", "healed");
+        }
+        "redis-latency" => {
+            let proxy = w.proxy.as_ref().expect("proxied");
+            at(t0, 1.5).await;
+            proxy.latency(Duration::from_millis(50));
+            h.harness("proxy", "+50 ms each way");
+            at(t0, 4.5).await;
+            proxy.pass();
+            h.harness("proxy", "latency removed");
+        }
+        "pg-immediate-stop" => {
+            let cluster = cluster.as_ref().expect("own cluster");
+            at(t0, 2.0).await;
+            cluster.stop_immediate().await?;
+            h.harness("postgres", "stopped (immediate)");
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            cluster.up().await?;
+            h.harness("postgres", "up (recovered)");
+        }
         _ => unreachable!(),
     }
     load_task.await??;
@@ -210,11 +252,30 @@ pub async fn run(admin_url: &str, name: &str) -> Result<bool, chat::Error> {
         );
     }
     let unsent = w.unsent().await?;
+    // Looked up while the schemas still exist; judged once every process has stopped.
+    let explained = w.explain(&h.verdict(unsent).lost).await;
     w.finish().await?;
     let v = h.verdict(unsent);
     let ok = v.clean() && extra_ok;
-    println!(
-        "scenario {name}: saved {}, shown {}, lost {}, unexpected {}, duplicated {}, reordered {}, unsent {} → {}",
+    println!("{}", verdict_line(&format!("scenario {name}"), &v, ok));
+    if !ok || std::env::var("CHAOS_TIMELINE").is_ok() {
+        print!("{}", h.timeline());
+    }
+    if !v.clean() {
+        print!("{}", v.summary());
+        if !explained.is_empty() {
+            print!("where the lost messages are:\n{explained}");
+        }
+    }
+    drop(cluster);
+    Ok(ok)
+}
+
+/// `<label>: saved …, lost 0, unexpected 0, duplicated 0, reordered 0, unsent 0 → ok`,
+/// then the indeterminate messages, if any.
+pub fn verdict_line(label: &str, v: &Verdict, ok: bool) -> String {
+    let mut line = format!(
+        "{label}: saved {}, shown {}, lost {}, unexpected {}, duplicated {}, reordered {}, unsent {} → {}",
         v.saved,
         v.received,
         v.lost.len(),
@@ -224,14 +285,17 @@ pub async fn run(admin_url: &str, name: &str) -> Result<bool, chat::Error> {
         v.unsent.unwrap_or(0),
         if ok { "ok" } else { "FAILED" }
     );
-    if !ok || std::env::var("CHAOS_TIMELINE").is_ok() {
-        print!("{}", h.timeline());
+    if v.indeterminate > 0 {
+        line.push_str(&format!(
+            " (indeterminate {}, {} delivered)",
+            v.indeterminate, v.indeterminate_delivered
+        ));
     }
-    Ok(ok)
+    line
 }
 
 /// pg_terminate_backend on every session of the given relay processes.
-async fn terminate(w: &World, pids: &[u32]) -> Result<i64, chat::Error> {
+pub async fn terminate(w: &World, pids: &[u32]) -> Result<i64, chat::Error> {
     let patterns: Vec<String> = pids
         .iter()
         .map(|p| format!("postbox-relay:{p}:%"))

@@ -29,6 +29,7 @@ pub async fn run(admin_url: &str, version: Version) -> Result<bool, chat::Error>
             v2,
             consumers_relays: 1,
             relay_flags: vec![],
+            redis_proxy: false,
         },
     )
     .await?;

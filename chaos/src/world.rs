@@ -3,10 +3,13 @@
 
 use crate::history::{History, Kind, Msg};
 use crate::infra::{free_port, sibling, Proc, Redis};
+use crate::proxy::Proxy;
 use chat::http::Http;
 use chat::setup::{service_url, SetupArgs};
 use postbox::SchemaName;
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Shortened like the seed's test (BullMQ's default is 30 s).
@@ -56,14 +59,20 @@ impl Service {
 pub struct World {
     pub history: History,
     pub redis: Redis,
+    /// Between the services/relays and Redis, if [`Options::redis_proxy`].
+    pub proxy: Option<Proxy>,
     pub consumers: Service,
     pub workers: Service,
     pub admin: sqlx::PgPool,
     postbox_bin: PathBuf,
+    /// The Redis URL the services and relays use (the proxy's, if any).
+    redis_url: String,
+    sender: Sender,
     v2: bool,
 }
 
 /// How to build a world.
+#[derive(Default)]
 pub struct Options {
     /// postbox (true) or the naive dual write (false).
     pub v2: bool,
@@ -71,6 +80,9 @@ pub struct Options {
     pub consumers_relays: usize,
     /// Extra flags for every relay.
     pub relay_flags: Vec<String>,
+    /// Route the services' and relays' Redis connections through a fault
+    /// [`Proxy`] (the harness itself still talks to Redis directly).
+    pub redis_proxy: bool,
 }
 
 impl World {
@@ -79,6 +91,15 @@ impl World {
         let chat_bin = sibling("chat")?;
         let postbox_bin = sibling("postbox")?;
         let redis = Redis::start(history.clone()).await?;
+        let proxy = if o.redis_proxy {
+            Some(Proxy::start(([127, 0, 0, 1], redis.port).into()).await?)
+        } else {
+            None
+        };
+        let redis_url = match &proxy {
+            Some(p) => format!("redis://127.0.0.1:{}", p.port()),
+            None => redis.url(),
+        };
         let sfx = &uuid::Uuid::new_v4().simple().to_string()[..8];
         let (cs, ws) = (
             format!("chaos_{sfx}_consumers"),
@@ -116,7 +137,7 @@ impl World {
                     "--database-url",
                     &url,
                     "--redis-url",
-                    &redis.url(),
+                    &redis_url,
                     "--listen",
                     &format!("127.0.0.1:{port}"),
                     "--lock-duration-ms",
@@ -135,7 +156,7 @@ impl World {
                         &format!("relay({service}#{i})"),
                         &url,
                         schema,
-                        &redis.url(),
+                        &redis_url,
                         &o.relay_flags,
                         &history,
                     )
@@ -153,11 +174,14 @@ impl World {
         let workers = make("workers", "consumers", &ws, &cs, 1)?;
         Ok(World {
             admin: sqlx::PgPool::connect(admin_url).await?,
+            sender: Sender::new(consumers.port, history.clone()),
             history,
             redis,
+            proxy,
             consumers,
             workers,
             postbox_bin,
+            redis_url,
             v2: o.v2,
         })
     }
@@ -169,20 +193,20 @@ impl World {
             name,
             &self.consumers.url,
             &self.consumers.schema,
-            &self.redis.url(),
+            &self.redis_url,
             flags,
             &self.history,
         )
     }
 
     /// Send one message from consumers (see [`Sender::send`]).
-    pub async fn send(&self, m: Msg) -> Result<(), chat::Error> {
-        Sender {
-            port: self.consumers.port,
-            history: self.history.clone(),
-        }
-        .send(m)
-        .await
+    pub async fn send(&self, m: Msg) -> Result<Msg, chat::Error> {
+        self.sender.send(m).await
+    }
+
+    /// The consumers' sender (shares this world's message numbering).
+    pub fn sender(&self) -> Sender {
+        self.sender.clone()
     }
 
     /// Rows of the consumers outbox not yet sent (v2).
@@ -210,6 +234,92 @@ impl World {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         Ok(())
+    }
+
+    /// Where each of `lost` got stuck: its outbox row, its BullMQ job, the
+    /// receiver's inbox and table (call before [`World::finish`]).
+    pub async fn explain(&self, lost: &[Msg]) -> String {
+        let mut out = String::new();
+        let redis = redis::Client::open(self.redis.url());
+        let mut conn = match redis {
+            Ok(c) => c.get_multiplexed_async_connection().await.ok(),
+            Err(_) => None,
+        };
+        let (cs, ws) = (&self.consumers.schema, &self.workers.schema);
+        let queue = format!("bull:chat-to-{ws}");
+        for m in lost {
+            let row: Option<(uuid::Uuid, Option<String>, i32, Option<String>)> =
+                sqlx::query_as(&format!(
+                    "SELECT event_id, sent_at::text, attempts, last_error FROM {cs}.outbox
+                      WHERE payload->>'body' = $1 AND (payload->>'chat_id')::bigint = $2"
+                ))
+                .bind(m.body())
+                .bind(m.chat)
+                .fetch_optional(&self.admin)
+                .await
+                .unwrap_or_default();
+            let Some((event_id, sent_at, attempts, last_error)) = row else {
+                out.push_str(&format!("  {m}: no outbox row\n"));
+                continue;
+            };
+            let inbox: i64 = sqlx::query_scalar(&format!(
+                "SELECT count(*) FROM {ws}.inbox WHERE message_id = $1"
+            ))
+            .bind(event_id.to_string())
+            .fetch_one(&self.admin)
+            .await
+            .unwrap_or(-1);
+            let received: i64 = sqlx::query_scalar(&format!(
+                "SELECT count(*) FROM {ws}.received WHERE message_id = $1"
+            ))
+            .bind(event_id)
+            .fetch_one(&self.admin)
+            .await
+            .unwrap_or(-1);
+            let mut job = String::from("?");
+            if let Some(c) = conn.as_mut() {
+                let fields: HashMap<String, String> = redis::cmd("HGETALL")
+                    .arg(format!("{queue}:{event_id}"))
+                    .query_async(c)
+                    .await
+                    .unwrap_or_default();
+                let mut sets = Vec::new();
+                for set in ["wait", "active", "paused", "prioritized"] {
+                    let pos: Option<i64> = redis::cmd("LPOS")
+                        .arg(format!("{queue}:{set}"))
+                        .arg(event_id.to_string())
+                        .query_async(c)
+                        .await
+                        .unwrap_or_default();
+                    if pos.is_some() {
+                        sets.push(set);
+                    }
+                }
+                for set in ["completed", "failed", "delayed", "prioritized"] {
+                    let score: Option<f64> = redis::cmd("ZSCORE")
+                        .arg(format!("{queue}:{set}"))
+                        .arg(event_id.to_string())
+                        .query_async(c)
+                        .await
+                        .unwrap_or_default();
+                    if score.is_some() {
+                        sets.push(set);
+                    }
+                }
+                let mut keys: Vec<_> = fields
+                    .iter()
+                    .filter(|(k, _)| !matches!(k.as_str(), "data" | "opts" | "name"))
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                keys.sort();
+                job = format!("in {sets:?}, {}", keys.join(" "));
+            }
+            out.push_str(&format!(
+                "  {m}: event {event_id}, outbox sent_at {sent_at:?} attempts {attempts} last_error {last_error:?}; \
+                 job {job}; workers inbox {inbox}, received {received}\n"
+            ));
+        }
+        out
     }
 
     /// Stop everything and drop the run's schemas and roles.
@@ -257,38 +367,141 @@ fn relay_proc(
     Proc::new(name, bin.to_path_buf(), args, history.clone())
 }
 
-/// Sends messages from the consumers service and records them as saved.
+/// Sends messages from the consumers service and records what became of each.
 #[derive(Clone)]
 pub struct Sender {
     pub port: u16,
     pub history: History,
+    /// Next message number per chat.
+    next: Arc<Mutex<HashMap<i64, u32>>>,
+}
+
+/// How one POST went.
+enum Outcome {
+    /// The service answered.
+    Status(u16, String),
+    /// Never reached the service (connection refused: it is being deployed).
+    NotReached(std::io::Error),
+    /// Sent, but the connection broke before an answer.
+    Broken(std::io::Error),
 }
 
 impl Sender {
-    /// Send one message, retrying while the service is being deployed
-    /// (connection refused), and record it as saved once the API says 201.
-    pub async fn send(&self, m: Msg) -> Result<(), chat::Error> {
-        let url = format!(
-            "http://127.0.0.1:{}/api/chats/{}/messages",
-            self.port, m.chat
-        );
+    pub fn new(port: u16, history: History) -> Self {
+        Sender {
+            port,
+            history,
+            next: Arc::default(),
+        }
+    }
+
+    fn take_number(&self, chat: i64) -> u32 {
+        let mut next = self.next.lock().unwrap();
+        let n = next.entry(chat).or_insert(1);
+        *n += 1;
+        *n - 1
+    }
+
+    /// Send the chat's next message; returns the message that was saved.
+    pub async fn send_next(&self, chat: i64) -> Result<Msg, chat::Error> {
+        let n = self.take_number(chat);
+        self.send(Msg { chat, n }).await
+    }
+
+    /// Send `m`, record it as saved once the API says 201, and return it.
+    ///
+    /// Connection refused (the service is being deployed; the request never
+    /// reached it) is retried with the same message. A 5xx or a connection
+    /// broken after the request was sent leaves it unknown whether it was
+    /// stored: the message is recorded as indeterminate and the sender goes
+    /// on with a new message number, so a retry can never look like a
+    /// duplicate; the returned message is the one finally saved.
+    pub async fn send(&self, mut m: Msg) -> Result<Msg, chat::Error> {
+        {
+            let mut next = self.next.lock().unwrap();
+            let n = next.entry(m.chat).or_insert(1);
+            *n = (*n).max(m.n + 1);
+        }
         let deadline = Instant::now() + Duration::from_secs(30);
-        let body = serde_json::json!({ "body": m.body() }).to_string();
         self.history.push(Kind::Sending(m));
         loop {
-            match Http.post_raw(&url, &body).await {
-                Ok((201, _)) => break,
-                Ok((status, answer)) => {
+            let outcome = tokio::time::timeout(Duration::from_secs(30), self.post(m))
+                .await
+                .map_err(|_| format!("{m}: no answer within 30 s"))?;
+            match outcome {
+                Outcome::Status(201, _) => {
+                    self.history.push(Kind::Saved(m));
+                    return Ok(m);
+                }
+                Outcome::Status(status, answer) if status < 500 => {
                     return Err(format!("{m} refused: HTTP {status} {answer}").into())
                 }
-                // Not listening (being deployed): the client tries again.
-                Err(_) if Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(50)).await
+                Outcome::NotReached(e) => {
+                    if Instant::now() > deadline {
+                        return Err(format!("{m} could not be sent: {e}").into());
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
                 }
-                Err(e) => return Err(format!("{m} could not be sent: {e}").into()),
+                Outcome::Status(_, _) | Outcome::Broken(_) => {
+                    self.history.push(Kind::Indeterminate(m));
+                    if Instant::now() > deadline {
+                        let why = match outcome {
+                            Outcome::Status(s, a) => format!("HTTP {s} {a}"),
+                            Outcome::Broken(e) => e.to_string(),
+                            Outcome::NotReached(_) => unreachable!(),
+                        };
+                        return Err(format!("{m} could not be sent: {why}").into());
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    m = Msg {
+                        chat: m.chat,
+                        n: self.take_number(m.chat),
+                    };
+                    self.history.push(Kind::Sending(m));
+                }
             }
         }
-        self.history.push(Kind::Saved(m));
-        Ok(())
+    }
+
+    /// One POST on a fresh connection (HTTP/1.1, `Connection: close`).
+    async fn post(&self, m: Msg) -> Outcome {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = match tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await {
+            Ok(s) => s,
+            Err(e) => return Outcome::NotReached(e),
+        };
+        let body = serde_json::json!({ "body": m.body() }).to_string();
+        let req = format!(
+            "POST /api/chats/{}/messages HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            m.chat,
+            self.port,
+            body.len()
+        );
+        let mut buf = Vec::new();
+        if let Err(e) = s.write_all(req.as_bytes()).await {
+            return Outcome::Broken(e);
+        }
+        if let Err(e) = s.read_to_end(&mut buf).await {
+            return Outcome::Broken(e);
+        }
+        let text = String::from_utf8_lossy(&buf);
+        let status = text
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .filter(|_| text.starts_with("HTTP/"));
+        match status {
+            Some(status) => Outcome::Status(
+                status,
+                text.split_once("\r\n\r\n")
+                    .map_or("", |(_, b)| b)
+                    .to_owned(),
+            ),
+            // Closed without a (whole) answer.
+            None => Outcome::Broken(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("no HTTP answer ({} bytes)", buf.len()),
+            )),
+        }
     }
 }

@@ -1,5 +1,6 @@
 //! The seed scenario, end to end, as CI runs it: v1 loses what sat in memory,
-//! v2 loses nothing and its inbox skips the redelivery.
+//! v2 loses nothing and its inbox skips the redelivery; then the fast fault
+//! scenarios and a short seeded soak.
 
 use std::process::Command;
 
@@ -71,7 +72,14 @@ fn fast_fault_scenarios_lose_nothing() {
         "chaos run fast failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    for name in ["relay-kill", "redis-kill", "pg-terminate", "poison"] {
+    for name in [
+        "relay-kill",
+        "redis-kill",
+        "pg-terminate",
+        "poison",
+        "redis-partition",
+        "pg-immediate-stop",
+    ] {
         let line = stdout
             .lines()
             .find(|l| l.starts_with(&format!("scenario {name}:")))
@@ -81,4 +89,44 @@ fn fast_fault_scenarios_lose_nothing() {
             "{line}"
         );
     }
+}
+
+#[test]
+fn short_soak_loses_nothing() {
+    let bin = env!("CARGO_BIN_EXE_chaos");
+    let out = Command::new(bin)
+        .args([
+            "soak",
+            "--duration",
+            "20s",
+            "--seed",
+            "1",
+            "--admin-url",
+            &postbox_testkit::database_url(),
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "chaos soak failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("soak 20s seed 1: saved"))
+        .unwrap_or_else(|| panic!("no verdict:\n{stdout}"));
+    assert!(
+        line.contains("lost 0, unexpected 0, duplicated 0, reordered 0, unsent 0 → ok"),
+        "{line}"
+    );
+    let faults = stdout
+        .lines()
+        .find(|l| l.starts_with("faults: "))
+        .unwrap_or_else(|| panic!("no fault counts:\n{stdout}"));
+    let injected: usize = faults["faults: ".len()..]
+        .split(", ")
+        .filter_map(|f| f.rsplit_once(' ')?.1.parse::<usize>().ok())
+        .sum();
+    assert!(injected >= 2, "{faults}");
 }

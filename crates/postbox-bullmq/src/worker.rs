@@ -69,6 +69,50 @@ pub async fn inbox_worker<H: InboxHandler>(
     Worker::with_options(queue, processor, opts).await
 }
 
+/// One attempt's failure: whether trying the transaction again can help.
+enum Failure {
+    /// The database was unreachable or the session died: retry.
+    Database(sqlx::Error),
+    /// The handler (or the data) failed: fail the job, BullMQ's policy applies.
+    Job(postbox_relay::BoxError),
+}
+
+impl From<postbox::Error> for Failure {
+    fn from(e: postbox::Error) -> Self {
+        match e {
+            postbox::Error::Database(e) => classify(e),
+            other => Failure::Job(other.into()),
+        }
+    }
+}
+
+/// Connection trouble and server shutdowns are transient: the job must not
+/// fail for them (a job has one attempt by default, so a failed job would be
+/// a lost message). SQLSTATE classes 08 (connection), 57P01-03 (shutdown,
+/// cannot connect now), 40001/40P01 (serialization, deadlock).
+fn classify(e: sqlx::Error) -> Failure {
+    let transient = match &e {
+        sqlx::Error::Io(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::Protocol(_)
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => db.code().is_some_and(|c| {
+            c.starts_with("08")
+                || matches!(c.as_ref(), "57P01" | "57P02" | "57P03" | "40001" | "40P01")
+        }),
+        _ => false,
+    };
+    if transient {
+        Failure::Database(e)
+    } else {
+        Failure::Job(e.into())
+    }
+}
+
+/// Longest time one job keeps retrying a database outage before it fails.
+const DATABASE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(600);
+
 async fn process<H: InboxHandler>(
     pool: &PgPool,
     inbox: &Inbox,
@@ -76,16 +120,59 @@ async fn process<H: InboxHandler>(
     handler: &H,
     job: &Job,
 ) -> Result<InboxOutcome, postbox_relay::BoxError> {
-    let mut tx = pool.begin().await?;
+    let started = std::time::Instant::now();
+    let mut delay = std::time::Duration::from_millis(100);
+    // Set when a COMMIT failed without an answer: it may have gone through.
+    let mut commit_in_doubt = false;
+    loop {
+        match attempt(pool, inbox, consumer, handler, job, &mut commit_in_doubt).await {
+            Ok(outcome) => return Ok(outcome),
+            Err(Failure::Job(e)) => return Err(e),
+            Err(Failure::Database(e)) if started.elapsed() < DATABASE_PATIENCE => {
+                tracing::warn!(job_id = job.id(), consumer, error = %e, retry_in = ?delay, "database unavailable; retrying the job's transaction");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(std::time::Duration::from_secs(5));
+            }
+            Err(Failure::Database(e)) => return Err(e.into()),
+        }
+    }
+}
+
+async fn attempt<H: InboxHandler>(
+    pool: &PgPool,
+    inbox: &Inbox,
+    consumer: &str,
+    handler: &H,
+    job: &Job,
+    commit_in_doubt: &mut bool,
+) -> Result<InboxOutcome, Failure> {
+    let mut tx = pool.begin().await.map_err(classify)?;
     match inbox.receive(&mut tx, consumer, job.id()).await? {
         Receipt::Fresh => {
-            handler.handle(&mut tx, job).await?;
-            tx.commit().await?;
+            handler
+                .handle(&mut tx, job)
+                .await
+                .map_err(|e| match e.downcast::<sqlx::Error>() {
+                    Ok(db) => classify(*db),
+                    Err(other) => match other.downcast::<postbox::Error>() {
+                        Ok(pe) => Failure::from(*pe),
+                        Err(other) => Failure::Job(other),
+                    },
+                })?;
+            if let Err(e) = tx.commit().await {
+                *commit_in_doubt = true;
+                return Err(classify(e));
+            }
             handler.after_commit(job).await;
             Ok(InboxOutcome::Processed)
         }
         Receipt::Duplicate => {
-            tx.rollback().await?;
+            let _ = tx.rollback().await;
+            if *commit_in_doubt {
+                // Our own earlier COMMIT went through after all: finish its work.
+                handler.after_commit(job).await;
+                return Ok(InboxOutcome::Processed);
+            }
             tracing::info!(
                 job_id = job.id(),
                 consumer,
