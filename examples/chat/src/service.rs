@@ -93,6 +93,29 @@ struct Svc {
 }
 
 impl Svc {
+    /// Push a message from the peer to the browsers in its chat room.
+    async fn show_received(&self, m: MessageCreated) -> Message {
+        let msg = Message {
+            id: m.id,
+            chat_id: m.chat_id,
+            body: m.body,
+            sender: m.sender,
+            mine: false,
+            created_at: m.created_at,
+            state: "received".into(),
+        };
+        let _ = self
+            .io
+            .to(format!("chat:{}", msg.chat_id))
+            .emit("message", &msg)
+            .await;
+        self.shown(&format!(
+            "shown {:?} in chat {} (from {})",
+            msg.body, msg.chat_id, msg.sender
+        ));
+        msg
+    }
+
     fn shown(&self, what: &str) {
         // The demo's timeline reads these lines.
         println!("{}: {what}", self.service);
@@ -457,23 +480,7 @@ impl InboxHandler for Receiver {
         match job.name() {
             model::CREATED => {
                 if let Ok(m) = serde_json::from_value::<MessageCreated>(job.data().clone()) {
-                    let msg = Message {
-                        id: m.id,
-                        chat_id: m.chat_id,
-                        body: m.body,
-                        sender: m.sender,
-                        mine: false,
-                        created_at: m.created_at,
-                        state: "received".into(),
-                    };
-                    let _ =
-                        s.io.to(format!("chat:{}", msg.chat_id))
-                            .emit("message", &msg)
-                            .await;
-                    s.shown(&format!(
-                        "shown {:?} in chat {} (from {})",
-                        msg.body, msg.chat_id, msg.sender
-                    ));
+                    let msg = s.show_received(m).await;
                     if s.crash_after_inbox.as_deref() == Some(msg.body.as_str()) {
                         // Committed in the inbox, job not completed: BullMQ redelivers it
                         // once its lock expires, and the inbox must skip it.
@@ -660,22 +667,6 @@ async fn receive_naive(s: &Svc, job: &Job) -> Result<(), postbox_relay::BoxError
         .bind(m.created_at)
         .execute(&s.pool)
         .await?;
-    let msg = Message {
-        id: m.id,
-        chat_id: m.chat_id,
-        body: m.body,
-        sender: m.sender,
-        mine: false,
-        created_at: m.created_at,
-        state: "received".into(),
-    };
-    let _ =
-        s.io.to(format!("chat:{}", msg.chat_id))
-            .emit("message", &msg)
-            .await;
-    s.shown(&format!(
-        "shown {:?} in chat {} (from {})",
-        msg.body, msg.chat_id, msg.sender
-    ));
+    s.show_received(m).await;
     Ok(())
 }
