@@ -4,6 +4,7 @@ mod admin;
 mod bench;
 mod demo;
 mod dlq;
+mod grant;
 mod migrate;
 mod relay;
 mod settings;
@@ -45,6 +46,8 @@ enum Command {
     Demo(demo::Args),
     /// Benchmark relay drain rate against the SQL-only claim+mark rate.
     Bench(bench::Args),
+    /// Grant a role the least rights it needs as a producer, the relay or a consumer.
+    Grant(grant::Args),
     /// Inspect, replay or purge dead letters (events the relay gave up on).
     Dlq(dlq::Args),
     /// Pending rows, retries and dead letters per topic, and which relays own which partitions.
@@ -77,6 +80,7 @@ fn main() -> ExitCode {
             Command::Demo(a) => demo::run(a).await,
             Command::Bench(a) => bench::run(a).await,
             Command::Dlq(a) => dlq::run(a).await,
+            Command::Grant(a) => grant::run(a).await,
             Command::Status(a) => status::run(a).await,
         }
     });

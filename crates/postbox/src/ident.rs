@@ -24,6 +24,23 @@ impl SchemaName {
     }
 }
 
+/// A role name checked like a schema name (it is spliced into GRANT statements).
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub struct RoleName(String);
+
+impl RoleName {
+    /// Validate `name`.
+    pub fn new(name: &str) -> Result<Self, Error> {
+        validate("role name", name)?;
+        Ok(RoleName(name.to_owned()))
+    }
+
+    /// The name as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 impl fmt::Display for SchemaName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)

@@ -22,10 +22,11 @@ mod ident;
 pub mod inbox;
 pub mod migrate;
 mod outbox;
+pub mod roles;
 pub mod sql;
 
 pub use error::Error;
-pub use ident::SchemaName;
+pub use ident::{RoleName, SchemaName};
 pub use inbox::{Inbox, Receipt};
 pub use outbox::{enqueue, enqueue_many, Enqueued, Event, Outbox};
 

@@ -172,3 +172,139 @@ async fn retention_deletes_only_what_is_old_enough() {
     drop(relay);
     ctx.cleanup().await;
 }
+
+fn url_as(role: &str) -> String {
+    let mut u = url::Url::parse(&postbox_testkit::database_url()).unwrap();
+    u.set_username(role).unwrap();
+    u.set_password(Some("postbox-test")).unwrap();
+    u.to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_producer_and_consumer_run_with_least_privilege() {
+    let ctx = Ctx::new("roles").await;
+    let sfx = postbox_testkit::suffix();
+    let (relay_role, producer, consumer) = (
+        format!("r{sfx}_relay"),
+        format!("r{sfx}_producer"),
+        format!("r{sfx}_consumer"),
+    );
+    for (role, kind) in [
+        (&relay_role, "relay"),
+        (&producer, "producer"),
+        (&consumer, "consumer"),
+    ] {
+        sqlx::raw_sql(&format!("CREATE ROLE {role} LOGIN PASSWORD 'postbox-test'"))
+            .execute(&ctx.pool)
+            .await
+            .unwrap();
+        let out = std::process::Command::new(BIN)
+            .args([
+                "grant",
+                "--database-url",
+                &postbox_testkit::database_url(),
+                "--schema",
+                &ctx.schema,
+                "--role",
+                role,
+                "--as",
+                kind,
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    use sqlx::Connection;
+    // The producer can insert events and nothing else.
+    let mut p = sqlx::PgConnection::connect(&url_as(&producer))
+        .await
+        .unwrap();
+    sqlx::query(&format!("INSERT INTO {}.outbox (topic, event, key, payload) VALUES ($1, 'test.event', 'k', '{{\"key\":\"k\",\"seq\":1}}')", ctx.schema))
+        .bind(&ctx.queue)
+        .execute(&mut p)
+        .await
+        .unwrap();
+    let denied = sqlx::query(&format!("SELECT * FROM {}.outbox", ctx.schema))
+        .fetch_all(&mut p)
+        .await
+        .unwrap_err();
+    assert!(denied.to_string().contains("permission denied"), "{denied}");
+
+    // The relay runs as its role: delivers, marks, retains — and cannot change the schema.
+    let redis = postbox_testkit::redis_url();
+    let relay_url = url_as(&relay_role);
+    let relay = RelayProcess::spawn(
+        BIN,
+        &[
+            "--database-url",
+            &relay_url,
+            "--schemas",
+            &ctx.schema,
+            "--redis-url",
+            &redis,
+            "--maintenance-interval",
+            "200ms",
+            "--outbox-retention",
+            "1s",
+        ],
+        &[],
+    );
+    wait_until(
+        LONG,
+        "the event relayed by the least-privilege relay",
+        || async { RedisView::new(&redis, &ctx.queue).await.wait_len().await == 1 },
+    )
+    .await;
+    wait_until(LONG, "retention by the least-privilege relay", || async {
+        sqlx::query_scalar::<_, i64>(&format!("SELECT count(*) FROM {}.outbox", ctx.schema))
+            .fetch_one(&ctx.pool)
+            .await
+            .unwrap()
+            == 0
+    })
+    .await;
+    assert!(
+        !relay.output().contains("permission denied"),
+        "{}",
+        relay.output()
+    );
+    let mut r = sqlx::PgConnection::connect(&relay_url).await.unwrap();
+    let ddl = sqlx::raw_sql(&format!("CREATE TABLE {}.evil (x int)", ctx.schema))
+        .execute(&mut r)
+        .await
+        .unwrap_err();
+    assert!(ddl.to_string().contains("permission denied"), "{ddl}");
+
+    // The consumer records messages in the inbox.
+    let mut c = sqlx::PgConnection::connect(&url_as(&consumer))
+        .await
+        .unwrap();
+    let inbox = postbox::Inbox::new(&ctx.schema).unwrap();
+    assert_eq!(
+        inbox.receive(&mut c, "c", "m1").await.unwrap(),
+        postbox::Receipt::Fresh
+    );
+    assert_eq!(
+        inbox.receive(&mut c, "c", "m1").await.unwrap(),
+        postbox::Receipt::Duplicate
+    );
+
+    drop(relay);
+    drop((p, r, c));
+    ctx.cleanup().await;
+    for role in [&relay_role, &producer, &consumer] {
+        let _ = sqlx::raw_sql(&format!("DROP OWNED BY {role}; DROP ROLE {role}"))
+            .execute(&ctx_pool())
+            .await;
+    }
+}
+
+fn ctx_pool() -> sqlx::PgPool {
+    sqlx::postgres::PgPoolOptions::new()
+        .connect_lazy(&postbox_testkit::database_url())
+        .unwrap()
+}

@@ -1,0 +1,51 @@
+//! `postbox grant`: least-privilege rights for a producer, relay or consumer role.
+
+use crate::CliError;
+use postbox::roles::{self, Kind};
+use postbox::{RoleName, SchemaName};
+use sqlx::Connection;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// PostgreSQL URL of a role allowed to grant (the schema's owner or a superuser).
+    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    database_url: Option<String>,
+    /// The postbox schema.
+    #[arg(long)]
+    schema: String,
+    /// The role to grant to (must exist).
+    #[arg(long)]
+    role: String,
+    /// What the role does: producer, relay or consumer.
+    #[arg(long = "as")]
+    kind: Kind,
+    /// Print the statements instead of running them.
+    #[arg(long)]
+    print: bool,
+}
+
+pub async fn run(a: Args) -> Result<(), CliError> {
+    let schema = SchemaName::new(&a.schema)?;
+    let role = RoleName::new(&a.role)?;
+    if a.print {
+        print!("{}", roles::grants(a.kind, &schema, &role));
+        return Ok(());
+    }
+    let url = a
+        .database_url
+        .ok_or("no database: pass --database-url or set DATABASE_URL")?;
+    let mut conn = sqlx::PgConnection::connect(&url).await.map_err(|e| {
+        format!(
+            "cannot connect to PostgreSQL at {}: {e}",
+            postbox_relay::Secret::new(url.clone())
+        )
+    })?;
+    postbox::migrate::ensure_migrated(&mut conn, &schema).await?;
+    roles::grant(&mut conn, a.kind, &schema, &role).await?;
+    println!(
+        "granted {:?} rights on schema {schema} to {}",
+        a.kind,
+        role.as_str()
+    );
+    Ok(())
+}

@@ -1,0 +1,7 @@
+-- The relay: claims, marks and retries outbox rows, dead-letters poison rows,
+-- and runs retention on the outbox, the inbox and the dead letters. No DDL.
+GRANT USAGE ON SCHEMA {schema} TO {role};
+GRANT SELECT, UPDATE, DELETE ON {schema}.outbox TO {role};
+GRANT SELECT, INSERT, DELETE ON {schema}.outbox_dead_letter TO {role};
+GRANT SELECT, DELETE ON {schema}.inbox TO {role};
+GRANT SELECT ON {schema}.postbox_migrations TO {role};
