@@ -88,6 +88,9 @@ pub struct Overrides {
     /// Longest backoff after transient failures [default: 5s].
     #[arg(long, env = "POSTBOX_BACKOFF_MAX", value_parser = duration)]
     pub backoff_max: Option<Duration>,
+    /// Topic patterns whose rows block their key instead of being dead-lettered, comma-separated [default: none].
+    #[arg(long, env = "POSTBOX_BLOCK_TOPICS", value_delimiter = ',')]
+    pub block_topics: Option<Vec<String>>,
     /// Poison failures before an event is dead-lettered [default: 10].
     #[arg(long, env = "POSTBOX_MAX_ATTEMPTS")]
     pub max_attempts: Option<i32>,
@@ -193,6 +196,7 @@ impl Settings {
             max_attempts,
             retry_base,
             retry_max,
+            block_topics,
             outbox_retention,
             inbox_retention,
             dead_letter_retention,

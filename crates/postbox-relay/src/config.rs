@@ -98,6 +98,11 @@ pub struct Config {
     pub backoff_max: Duration,
     /// Poison failures before a row moves to the dead-letter table. Default: 10.
     pub max_attempts: i32,
+    /// Topics (patterns, `*` wildcard) whose rows are *not* dead-lettered after
+    /// `max_attempts`: they stay in the outbox and block their key until an
+    /// operator acts (`block` policy). Other topics `skip`: the row goes to the
+    /// dead-letter table and its key moves on. Default: empty (all `skip`).
+    pub block_topics: Vec<String>,
     /// First retry delay after a poison failure. Default: 1s.
     #[serde(with = "humantime_serde")]
     pub retry_base: Duration,
@@ -137,6 +142,7 @@ impl Default for Config {
             backoff_min: Duration::from_millis(100),
             backoff_max: Duration::from_secs(5),
             max_attempts: 10,
+            block_topics: Vec::new(),
             retry_base: Duration::from_secs(1),
             retry_max: Duration::from_secs(300),
             outbox_retention: Duration::from_secs(3600),

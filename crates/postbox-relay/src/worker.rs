@@ -291,7 +291,20 @@ impl Worker {
                 event.attempts + 1,
                 self.config.max_attempts
             );
-            if event.attempts + 1 >= self.config.max_attempts {
+            let blocks = self
+                .config
+                .block_topics
+                .iter()
+                .any(|p| crate::TopicPattern::new(p.as_str()).matches(&event.topic));
+            if event.attempts + 1 >= self.config.max_attempts && blocks {
+                sqlx::query(&self.q.outbox_block_key)
+                    .bind(event.id)
+                    .bind(&reason)
+                    .execute(&mut *tx)
+                    .await?;
+                metrics::counter!("postbox_blocked_keys_total", "schema" => self.schema.to_string()).increment(1);
+                tracing::error!(schema = %self.schema, event_id = %event.event_id, topic = %event.topic, key = ?event.key, error = %reason, "event out of attempts; its key is blocked until an operator fixes the row and sets next_attempt_at = NULL");
+            } else if event.attempts + 1 >= self.config.max_attempts {
                 sqlx::query(&self.q.outbox_dead_letter_move)
                     .bind(event.id)
                     .bind(&reason)

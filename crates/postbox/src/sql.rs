@@ -42,6 +42,7 @@ queries!(
     outbox_claim_batch,
     outbox_mark_sent,
     outbox_record_failure,
+    outbox_block_key,
     outbox_dead_letter_move,
     outbox_pending_count,
     partition_try_acquire,

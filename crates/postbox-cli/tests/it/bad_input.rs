@@ -289,3 +289,70 @@ fn help_documents_every_option_with_its_default() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn block_policy_holds_the_key_until_an_operator_acts() {
+    let ctx = Ctx::new("block").await;
+    let redis = postbox_testkit::redis_url();
+    let relay = ctx.relay(
+        &redis,
+        &[
+            "--max-attempts",
+            "2",
+            "--retry-base",
+            "50ms",
+            "--retry-max",
+            "100ms",
+            "--block-topics",
+            &format!("{}*", ctx.queue),
+        ],
+        &[],
+    );
+    sqlx::query(&format!(
+        "INSERT INTO {}.outbox (topic, event, key, payload) VALUES ($1, 'test.event', 'p', '7')",
+        ctx.schema
+    ))
+    .bind(&ctx.queue)
+    .execute(&ctx.pool)
+    .await
+    .unwrap();
+    ctx.produce(vec![ctx.event("p", 2), ctx.event("q", 1)])
+        .await;
+    relay.wait_for_line("its key is blocked", LONG).await;
+    let view = RedisView::new(&redis, &ctx.queue).await;
+    wait_until(LONG, "the other key flows", || async {
+        view.wait_len().await == 1
+    })
+    .await;
+    assert!(
+        ctx.dead_letters().await.is_empty(),
+        "block, not dead-letter"
+    );
+    let (attempts, blocked): (i32, bool) = sqlx::query_as(&format!("SELECT attempts, next_attempt_at = 'infinity' FROM {}.outbox WHERE key = 'p' ORDER BY id LIMIT 1", ctx.schema))
+        .fetch_one(&ctx.pool)
+        .await
+        .unwrap();
+    assert_eq!((attempts, blocked), (2, true));
+    // The operator fixes the row and releases it: the key resumes, in order.
+    sqlx::query(&format!(
+        "UPDATE {}.outbox SET payload = '{{\"key\":\"p\",\"seq\":1}}', next_attempt_at = NULL WHERE key = 'p' AND next_attempt_at = 'infinity'",
+        ctx.schema
+    ))
+    .execute(&ctx.pool)
+    .await
+    .unwrap();
+    wait_until(LONG, "the blocked key delivered after the fix", || async {
+        ctx.unsent().await == 0
+    })
+    .await;
+    let p: Vec<u64> = view
+        .waiting()
+        .await
+        .iter()
+        .filter(|s| s.1 == "p")
+        .map(|s| s.2)
+        .collect();
+    assert_eq!(p, vec![1, 2]);
+    drop(relay);
+    ctx.cleanup().await;
+}
