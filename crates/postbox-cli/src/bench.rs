@@ -43,6 +43,14 @@ pub struct Args {
     /// Repetitions of each measurement.
     #[arg(long, default_value_t = 3)]
     reps: usize,
+    /// Instead of the drain benchmark: produce at --rate events/s for this
+    /// long with retention on, and report the outbox's size and dead tuples
+    /// every minute (table health). E.g. 10m.
+    #[arg(long, value_parser = |s: &str| humantime_serde::re::humantime::parse_duration(s).map_err(|e| e.to_string()))]
+    table_health: Option<Duration>,
+    /// Events per second for --table-health.
+    #[arg(long, default_value_t = 1000)]
+    rate: u64,
 }
 
 /// Acknowledges everything at once: what is left is PostgreSQL and the relay.
@@ -59,6 +67,9 @@ impl Sink for NullSink {
 }
 
 pub async fn run(a: Args) -> Result<(), CliError> {
+    if let Some(d) = a.table_health {
+        return table_health(&a, d).await;
+    }
     let pool = PgPool::connect(&a.database_url).await.map_err(|e| {
         format!(
             "cannot connect to PostgreSQL at {}: {e}",
@@ -185,4 +196,92 @@ async fn drain_to(
         .execute(pool)
         .await?;
     Ok(rate)
+}
+
+/// Sustained load with retention on: does the outbox stay bounded?
+async fn table_health(a: &Args, duration: Duration) -> Result<(), CliError> {
+    let pool = PgPool::connect(&a.database_url).await.map_err(|e| {
+        format!(
+            "cannot connect to PostgreSQL at {}: {e}",
+            Secret::new(a.database_url.clone())
+        )
+    })?;
+    let schema = postbox::SchemaName::new(&format!("postbox_health_{}", std::process::id()))?;
+    let mut conn = pool.acquire().await?;
+    postbox::migrate::run(&mut conn, &schema, Default::default()).await?;
+    drop(conn);
+    let shutdown = CancellationToken::new();
+    let relay = Relay::new(
+        Config {
+            database_url: Secret::new(a.database_url.clone()),
+            schemas: vec![schema.to_string()],
+            workers: 2,
+            outbox_retention: Duration::from_secs(30),
+            maintenance_interval: Duration::from_secs(5),
+            ..Default::default()
+        },
+        Arc::new(NullSink),
+    )?;
+    let task = tokio::spawn(relay.run(shutdown.clone()));
+    let outbox = postbox::Outbox::new(schema.as_str())?;
+    println!(
+        "table health: {} events/s for {duration:?}, outbox retention 30 s, NullSink, {} cores",
+        a.rate,
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    println!("| minute | produced | outbox total size | of which indexes | live rows | dead rows | unsent |");
+    println!("|---|---|---|---|---|---|---|");
+    let started = Instant::now();
+    let tick = Duration::from_millis(100);
+    let per_tick = (a.rate / 10).max(1) as usize;
+    let mut next = Instant::now();
+    let mut next_report = started + Duration::from_secs(60);
+    let mut produced = 0u64;
+    let mut minute = 0;
+    while started.elapsed() < duration {
+        tokio::time::sleep_until(next.into()).await;
+        next += tick;
+        let events: Vec<postbox::Event> = (0..per_tick)
+            .map(|i| {
+                postbox::Event::new(
+                    "health",
+                    "bench.event",
+                    serde_json::json!({"n": produced + i as u64}),
+                )
+                .key(format!("k{}", (produced as usize + i) % 64))
+            })
+            .collect();
+        let mut tx = pool.begin().await?;
+        outbox.enqueue_many(&mut tx, events).await?;
+        tx.commit().await?;
+        produced += per_tick as u64;
+        if Instant::now() >= next_report {
+            next_report += Duration::from_secs(60);
+            minute += 1;
+            let (total, indexes, live, dead): (i64, i64, i64, i64) = sqlx::query_as(
+                "SELECT pg_total_relation_size(c.oid), pg_indexes_size(c.oid), s.n_live_tup, s.n_dead_tup
+                   FROM pg_class c JOIN pg_stat_user_tables s ON s.relid = c.oid
+                  WHERE s.schemaname = $1 AND s.relname = 'outbox'",
+            )
+            .bind(schema.as_str())
+            .fetch_one(&pool)
+            .await?;
+            let unsent: i64 = sqlx::query_scalar(&format!(
+                "SELECT count(*) FROM {schema}.outbox WHERE sent_at IS NULL"
+            ))
+            .fetch_one(&pool)
+            .await?;
+            println!(
+                "| {minute} | {produced} | {} KiB | {} KiB | {live} | {dead} | {unsent} |",
+                total / 1024,
+                indexes / 1024
+            );
+        }
+    }
+    shutdown.cancel();
+    task.await??;
+    sqlx::raw_sql(&format!("DROP SCHEMA {schema} CASCADE"))
+        .execute(&pool)
+        .await?;
+    Ok(())
 }
