@@ -5,7 +5,6 @@ use crate::history::History;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
-use tokio::io::AsyncBufReadExt;
 use tokio::process::{Child, Command};
 
 /// A binary built next to this one (`cargo build -p chat -p postbox-cli`).
@@ -74,30 +73,13 @@ impl Proc {
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", self.program.display()))?;
         let verbose = std::env::var("CHAOS_VERBOSE").is_ok();
-        for s in [
-            child
-                .stdout
-                .take()
-                .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Unpin + Send>),
-            child
-                .stderr
-                .take()
-                .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Unpin + Send>),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            let (h, name) = (self.history.clone(), self.name.clone());
-            tokio::spawn(async move {
-                let mut lines = tokio::io::BufReader::new(s).lines();
-                while let Ok(Some(l)) = lines.next_line().await {
-                    if verbose {
-                        eprintln!("[{name}] {l}");
-                    }
-                    h.ingest(&name, &l);
-                }
-            });
-        }
+        let (h, name) = (self.history.clone(), self.name.clone());
+        chat::lines::forward_lines(&mut child, move |l| {
+            if verbose {
+                eprintln!("[{name}] {l}");
+            }
+            h.ingest(&name, l);
+        });
         self.child = Some(child);
         Ok(())
     }

@@ -8,7 +8,6 @@ use crate::Error;
 use postbox::SchemaName;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
-use tokio::io::AsyncBufReadExt;
 use tokio::process::{Child, Command};
 
 #[derive(clap::Args)]
@@ -51,32 +50,15 @@ fn spawn(
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", program.display()))?;
-    for stream in [
-        child
-            .stdout
-            .take()
-            .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Unpin + Send>),
-        child
-            .stderr
-            .take()
-            .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Unpin + Send>),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        tokio::spawn(async move {
-            let mut lines = tokio::io::BufReader::new(stream).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                // Services print "<service>: ..." themselves; tag the rest.
-                let t = started.elapsed().as_secs_f64();
-                if line.starts_with(&format!("{name}: ")) {
-                    println!("  {t:6.2}s {line}");
-                } else {
-                    println!("  {t:6.2}s {name}: {line}");
-                }
-            }
-        });
-    }
+    crate::lines::forward_lines(&mut child, move |line| {
+        // Services print "<service>: ..." themselves; tag the rest.
+        let t = started.elapsed().as_secs_f64();
+        if line.starts_with(&format!("{name}: ")) {
+            println!("  {t:6.2}s {line}");
+        } else {
+            println!("  {t:6.2}s {name}: {line}");
+        }
+    });
     Ok(Proc { name, child })
 }
 

@@ -6,6 +6,7 @@
 
 pub mod demo;
 pub mod http;
+pub mod lines;
 pub mod model;
 pub mod service;
 pub mod setup;

@@ -87,7 +87,6 @@ struct Svc {
     q_insert: String,
     q_history: String,
     q_received: String,
-    q_insert_naive: String,
     q_received_naive: String,
     q_delivered: String,
 }
@@ -177,7 +176,6 @@ pub async fn run(a: Args) -> Result<(), Error> {
         q_insert: r(include_str!("../sql/message_insert.sql")),
         q_history: r(include_str!("../sql/message_history.sql")),
         q_received: r(include_str!("../sql/received_insert.sql")),
-        q_insert_naive: r(include_str!("../sql/message_insert_naive.sql")),
         q_received_naive: r(include_str!("../sql/received_insert_naive.sql")),
         q_delivered: r(include_str!("../sql/message_mark_delivered.sql")),
         pool: pool.clone(),
@@ -375,13 +373,7 @@ async fn send(
     // The message and its event: one transaction, both or neither.
     let mut tx = s.pool.begin().await?;
     chat_exists(&s, &mut tx, id).await?;
-    let (mid, chat_id, body, created_at, _delivered): (
-        uuid::Uuid,
-        i64,
-        String,
-        chrono::DateTime<chrono::Utc>,
-        Option<chrono::DateTime<chrono::Utc>>,
-    ) = sqlx::query_as(&s.q_insert)
+    let (mid, chat_id, body, created_at, _delivered): Stored = sqlx::query_as(&s.q_insert)
         .bind(id)
         .bind(&body)
         .fetch_one(&mut *tx)
@@ -591,7 +583,7 @@ async fn send_naive(
 ) -> Result<(StatusCode, Json<Message>), ApiError> {
     let mut conn = s.pool.acquire().await?;
     chat_exists(s, &mut conn, id).await?;
-    let (mid, chat_id, body, created_at, _): Stored = sqlx::query_as(&s.q_insert_naive)
+    let (mid, chat_id, body, created_at, _): Stored = sqlx::query_as(&s.q_insert)
         .bind(id)
         .bind(&body)
         .fetch_one(&mut *conn)

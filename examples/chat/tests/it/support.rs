@@ -7,7 +7,6 @@ pub use postbox_testkit::wait_until;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::AsyncBufReadExt;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_chat");
 pub const LONG: Duration = Duration::from_secs(60);
@@ -65,27 +64,10 @@ impl Side {
             .kill_on_drop(true)
             .spawn()
             .expect("spawn chat serve");
-        for s in [
-            child
-                .stdout
-                .take()
-                .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Unpin + Send>),
-            child
-                .stderr
-                .take()
-                .map(|s| Box::new(s) as Box<dyn tokio::io::AsyncRead + Unpin + Send>),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            let lines = self.lines.clone();
-            tokio::spawn(async move {
-                let mut r = tokio::io::BufReader::new(s).lines();
-                while let Ok(Some(l)) = r.next_line().await {
-                    lines.lock().unwrap().push(l);
-                }
-            });
-        }
+        let lines = self.lines.clone();
+        chat::lines::forward_lines(&mut child, move |l| {
+            lines.lock().unwrap().push(l.to_owned())
+        });
         self.child = Some(child);
     }
 
