@@ -32,6 +32,10 @@ ensure_rust() {
     echo "cargo not found: install Rust (https://rustup.rs) and run this again" >&2
     exit 1
   fi
+  # librdkafka (bundled, built from source) links OpenSSL for Kafka TLS/SASL.
+  need_cmd cc gcc
+  need_cmd pkg-config pkg-config
+  pkg-config --exists openssl 2>/dev/null || apt_install libssl-dev
 }
 
 # PostgreSQL: use DATABASE_URL if set; otherwise a local server on 127.0.0.1:5432
@@ -118,6 +122,9 @@ ensure_chromium() {
 # virtualenv of the repository's own. Exports POSTBOX_TANSU_BIN and
 # POSTBOX_TEST_PYTHON for the tests.
 ensure_kafka_peers() {
+  # The Kafka TLS test puts a socat TLS terminator (and an openssl-made CA) in front of the broker.
+  need_cmd socat socat
+  need_cmd openssl openssl
   local venv="$ROOT/tests/python/.venv"
   if [ ! -x "$venv/bin/python" ]; then
     need_cmd python3 python3

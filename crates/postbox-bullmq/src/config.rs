@@ -28,6 +28,14 @@ pub struct BullmqConfig {
     /// Largest job data (serialised JSON) accepted; larger events are rejected
     /// (and dead-lettered after `max_attempts`). Default: 1048576 (1 MiB).
     pub max_job_bytes: usize,
+    /// Name of the job-data field that carries the row's W3C trace context
+    /// (`{"traceparent": ..., "tracestate": ...}`) when the row has a valid
+    /// `traceparent` header and the payload is an object without that field;
+    /// read it in Rust with `postbox_bullmq::trace_context(&job)`, in Node as
+    /// `job.data._trace`. Empty string: never add it (job data = payload).
+    /// Default: `_trace`. (Job options would be the natural place, as Node's
+    /// `opts.telemetry`, but the pinned `bullmq` crate cannot write them.)
+    pub trace_field: String,
 }
 
 impl Default for BullmqConfig {
@@ -37,6 +45,7 @@ impl Default for BullmqConfig {
             prefix: "bull".into(),
             payload: PayloadPolicy::Object,
             max_job_bytes: 1 << 20,
+            trace_field: crate::TRACE_FIELD.into(),
         }
     }
 }
@@ -59,6 +68,15 @@ impl BullmqConfig {
             return Err(postbox_relay::ConfigError {
                 field: "bullmq.prefix",
                 reason: format!("{:?} must be non-empty and contain no ':'", self.prefix),
+            });
+        }
+        if self.trace_field.trim() != self.trace_field {
+            return Err(postbox_relay::ConfigError {
+                field: "bullmq.trace_field",
+                reason: format!(
+                    "{:?} has leading or trailing spaces; use a plain field name, or \"\" to turn it off",
+                    self.trace_field
+                ),
             });
         }
         if self.max_job_bytes == 0 {

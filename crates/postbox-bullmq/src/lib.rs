@@ -11,7 +11,11 @@ mod worker;
 
 pub use config::{BullmqConfig, PayloadPolicy};
 pub use sink::BullmqSink;
-pub use worker::{inbox_worker, InboxHandler, InboxOutcome};
+pub use worker::{inbox_worker, trace_context, InboxHandler, InboxOutcome};
+
+/// Default job-data field carrying the event's trace context (see
+/// [`BullmqConfig::trace_field`]).
+pub const TRACE_FIELD: &str = "_trace";
 
 /// Re-export of the pinned `bullmq` crate, so users need not pin it twice.
 pub use bullmq;

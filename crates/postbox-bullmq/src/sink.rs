@@ -86,7 +86,7 @@ impl BullmqSink {
                 kind(&e.payload)
             )));
         }
-        let size = serde_json::to_vec(&e.payload)
+        let size = serde_json::to_vec(&self.job_data(e))
             .map(|v| v.len())
             .unwrap_or(usize::MAX);
         if size > self.config.max_job_bytes {
@@ -96,6 +96,24 @@ impl BullmqSink {
             )));
         }
         Ok(())
+    }
+}
+
+impl BullmqSink {
+    /// The job's data: the payload, plus the trace context under
+    /// `trace_field` when the row carries one (never overwriting a payload field).
+    fn job_data<'a>(&self, e: &'a OutboxEvent) -> std::borrow::Cow<'a, serde_json::Value> {
+        let field = self.config.trace_field.as_str();
+        match (&e.payload, postbox::TraceContext::from_json(&e.headers)) {
+            (serde_json::Value::Object(map), Some(tc))
+                if !field.is_empty() && !map.contains_key(field) =>
+            {
+                let mut map = map.clone();
+                map.insert(field.to_owned(), tc.to_json());
+                std::borrow::Cow::Owned(serde_json::Value::Object(map))
+            }
+            _ => std::borrow::Cow::Borrowed(&e.payload),
+        }
     }
 }
 
@@ -167,10 +185,8 @@ impl Sink for BullmqSink {
                 };
                 match queue {
                     Ok(q) => adds.push(async move {
-                        let r = q
-                            .add(&e.event, &e.payload)
-                            .job_id(e.event_id.to_string())
-                            .await;
+                        let data = self.job_data(e);
+                        let r = q.add(&e.event, &*data).job_id(e.event_id.to_string()).await;
                         (i, r)
                     }),
                     Err(err) => {

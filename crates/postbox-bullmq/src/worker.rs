@@ -10,6 +10,14 @@ use bullmq::{Job, Worker, WorkerOptions};
 use postbox::{Inbox, Receipt};
 use sqlx::{PgConnection, PgPool};
 use std::sync::Arc;
+use tracing::Instrument;
+
+/// The trace context the relay put into the job's data (under the default
+/// [`TRACE_FIELD`](crate::TRACE_FIELD)), for the handler to continue the
+/// producer's trace. `None` for jobs without one (or from other producers).
+pub fn trace_context(job: &Job) -> Option<postbox::TraceContext> {
+    postbox::TraceContext::from_json(job.data().get(crate::TRACE_FIELD)?)
+}
 
 /// The effect of a job, run in the inbox transaction.
 #[async_trait::async_trait]
@@ -56,8 +64,15 @@ pub async fn inbox_worker<H: InboxHandler>(
             consumer.clone(),
             handler.clone(),
         );
+        // Every log line about this job carries its id and trace parent.
+        let span = tracing::info_span!(
+            "job",
+            job_id = job.id(),
+            traceparent = trace_context(&job).map(|t| t.traceparent)
+        );
         async move {
             let outcome = process(&pool, &inbox, &consumer, &*handler, &job)
+                .instrument(span)
                 .await
                 .map_err(|e| bullmq::Error::ProcessingError(e.to_string()))?;
             Ok(serde_json::json!({ "inbox": match outcome {

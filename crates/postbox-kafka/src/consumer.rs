@@ -10,6 +10,7 @@ use rdkafka::message::{Headers, Message, OwnedMessage};
 use sqlx::{PgConnection, PgPool};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 /// The effect of a message, run in the inbox transaction.
 #[async_trait::async_trait]
@@ -35,6 +36,22 @@ pub fn message_id(msg: &OwnedMessage) -> String {
         .and_then(|v| std::str::from_utf8(v).ok())
         .map(str::to_owned)
         .unwrap_or_else(|| format!("{}/{}/{}", msg.topic(), msg.partition(), msg.offset()))
+}
+
+/// The W3C trace context the relay copied from the outbox row into the
+/// message's `traceparent`/`tracestate` headers, for the handler to continue
+/// the producer's trace.
+pub fn trace_context(msg: &OwnedMessage) -> Option<postbox::TraceContext> {
+    let header = |name: &str| {
+        msg.headers()?
+            .iter()
+            .find(|h| h.key == name)
+            .and_then(|h| h.value)
+            .and_then(|v| std::str::from_utf8(v).ok())
+    };
+    let mut tc = postbox::TraceContext::new(header(postbox::trace::TRACEPARENT)?).ok()?;
+    tc.tracestate = header(postbox::trace::TRACESTATE).map(str::to_owned);
+    Some(tc)
 }
 
 /// Consumer settings that the inbox pattern needs: manual offset commits, and
@@ -67,8 +84,17 @@ pub async fn inbox_consumer<H: KafkaHandler>(
             m = consumer.recv() => m?.detach(),
         };
         let mut delay = Duration::from_millis(100);
+        // Every log line about this message carries its id and trace parent.
+        let span = tracing::info_span!(
+            "message",
+            message_id = %message_id(&msg),
+            traceparent = trace_context(&msg).map(|t| t.traceparent)
+        );
         loop {
-            match process(pool, inbox, name, handler, &msg).await {
+            match process(pool, inbox, name, handler, &msg)
+                .instrument(span.clone())
+                .await
+            {
                 Ok(()) => break,
                 Err(e) => {
                     tracing::warn!(error = %e, topic = msg.topic(), partition = msg.partition(), offset = msg.offset(), "handler failed; retrying the message");

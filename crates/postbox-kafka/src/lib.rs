@@ -7,7 +7,7 @@ mod consumer;
 mod sink;
 
 pub use config::{KafkaConfig, ValueFormat};
-pub use consumer::{consumer_config, inbox_consumer, message_id, KafkaHandler};
+pub use consumer::{consumer_config, inbox_consumer, message_id, trace_context, KafkaHandler};
 pub use sink::KafkaSink;
 
 /// Re-export of the pinned `rdkafka` crate.

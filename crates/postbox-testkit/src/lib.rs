@@ -271,6 +271,50 @@ impl RelayProcess {
 pub struct KafkaBroker {
     port: u16,
     child: Option<Child>,
+    tls: Option<TlsFront>,
+}
+
+/// A TLS terminator (socat) in front of the broker: tansu 0.6 speaks plain
+/// TCP only, so clients reach it through this to prove their TLS settings.
+struct TlsFront {
+    port: u16,
+    dir: std::path::PathBuf,
+    child: Child,
+}
+
+/// Write a fresh self-signed certificate for 127.0.0.1 (`cert.pem`, which is
+/// also its own CA, and `key.pem`) into `dir`.
+pub fn self_signed_cert(dir: &std::path::Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    let out = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        ])
+        .args([
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ])
+        .arg("-keyout")
+        .arg(dir.join("key.pem"))
+        .arg("-out")
+        .arg(dir.join("cert.pem"))
+        .output()
+        .expect("run openssl (./scripts/test.sh installs it)");
+    assert!(
+        out.status.success(),
+        "openssl req: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl Drop for TlsFront {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 impl KafkaBroker {
@@ -285,27 +329,82 @@ impl KafkaBroker {
         let mut b = KafkaBroker {
             port: free_port(),
             child: None,
+            tls: None,
         };
         b.restart().await;
         b
     }
 
-    /// `127.0.0.1:<port>`.
+    /// Start one reachable only through TLS: a fresh self-signed certificate
+    /// for 127.0.0.1 ([`KafkaBroker::tls_ca`]) served by a socat terminator on
+    /// [`KafkaBroker::bootstrap`], which the broker advertises.
+    pub async fn start_tls() -> Self {
+        let dir = std::env::temp_dir().join(format!("postbox-kafka-tls-{}", suffix()));
+        self_signed_cert(&dir);
+        let (port, tls_port) = (free_port(), free_port());
+        let child = Command::new("socat")
+            .arg(format!(
+                "OPENSSL-LISTEN:{tls_port},bind=127.0.0.1,reuseaddr,fork,verify=0,cert={},key={}",
+                dir.join("cert.pem").display(),
+                dir.join("key.pem").display()
+            ))
+            .arg(format!("TCP:127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("run socat (./scripts/test.sh installs it)");
+        let mut b = KafkaBroker {
+            port,
+            child: None,
+            tls: Some(TlsFront {
+                port: tls_port,
+                dir,
+                child,
+            }),
+        };
+        b.restart().await;
+        wait_until(
+            Duration::from_secs(10),
+            "the TLS front to listen",
+            || async move {
+                tokio::net::TcpStream::connect(("127.0.0.1", tls_port))
+                    .await
+                    .is_ok()
+            },
+        )
+        .await;
+        b
+    }
+
+    /// The CA file (the self-signed certificate) of a [`KafkaBroker::start_tls`] broker.
+    pub fn tls_ca(&self) -> std::path::PathBuf {
+        self.tls
+            .as_ref()
+            .expect("not a TLS broker")
+            .dir
+            .join("cert.pem")
+    }
+
+    /// `127.0.0.1:<port>`: where clients connect (the TLS front, if any).
     pub fn bootstrap(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        format!(
+            "127.0.0.1:{}",
+            self.tls.as_ref().map_or(self.port, |t| t.port)
+        )
     }
 
     /// (Re)start on the same port. Storage is in memory: topics must be created again.
     pub async fn restart(&mut self) {
         assert!(self.child.is_none(), "broker already running");
         let url = format!("tcp://127.0.0.1:{}", self.port);
+        let advertised = format!("tcp://{}", self.bootstrap());
         let child = Command::new(Self::bin())
             .args([
                 "broker",
                 "--listener-url",
                 &url,
                 "--advertised-listener-url",
-                &url,
+                &advertised,
                 "--storage-engine",
                 "memory://tansu/",
             ])

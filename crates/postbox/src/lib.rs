@@ -24,11 +24,13 @@ pub mod migrate;
 mod outbox;
 pub mod roles;
 pub mod sql;
+pub mod trace;
 
 pub use error::Error;
 pub use ident::{RoleName, SchemaName};
 pub use inbox::{Inbox, Receipt};
 pub use outbox::{enqueue, enqueue_many, Enqueued, Event, Outbox};
+pub use trace::TraceContext;
 
 /// Schema used by the free functions [`enqueue`], [`enqueue_many`] and
 /// [`inbox::receive`] when the caller does not name one.

@@ -53,6 +53,12 @@ impl Event {
         self
     }
 
+    /// Set the W3C `traceparent` header (checked when the event is enqueued),
+    /// so consumers continue the producer's trace.
+    pub fn traceparent(self, traceparent: impl Into<String>) -> Self {
+        self.header(crate::trace::TRACEPARENT, traceparent)
+    }
+
     fn validate(&self) -> Result<(), Error> {
         if self.topic.trim().is_empty() {
             return Err(Error::InvalidEvent("topic is empty".into()));
@@ -68,6 +74,15 @@ impl Event {
                 "headers must be a JSON object, got {}",
                 json_kind(&self.headers)
             )));
+        }
+        if let Some(tp) = self.headers.get(crate::trace::TRACEPARENT) {
+            let tp = tp.as_str().ok_or_else(|| {
+                Error::InvalidEvent(format!(
+                    "header traceparent must be a string, got {}",
+                    json_kind(tp)
+                ))
+            })?;
+            crate::trace::check_traceparent(tp).map_err(Error::InvalidEvent)?;
         }
         Ok(())
     }
@@ -194,4 +209,30 @@ pub async fn enqueue_many(
     events: Vec<Event>,
 ) -> Result<Vec<Enqueued>, Error> {
     default_outbox().enqueue_many(conn, events).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_malformed_traceparent_is_refused_before_the_database() {
+        let ok = Event::new("t", "e", json!({}))
+            .traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+        assert!(ok.validate().is_ok());
+        let err = Event::new("t", "e", json!({}))
+            .traceparent("not-a-trace")
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("traceparent \"not-a-trace\" is not a W3C trace context"),
+            "{err}"
+        );
+        let mut e = Event::new("t", "e", json!({}));
+        e.headers = json!({"traceparent": 7});
+        let err = e.validate().unwrap_err().to_string();
+        assert!(err.contains("must be a string"), "{err}");
+    }
 }

@@ -215,6 +215,7 @@ impl postbox_kafka::KafkaHandler for Effects {
     ) -> Result<(), postbox_relay::BoxError> {
         sqlx::query(&self.insert)
             .bind(postbox_kafka::message_id(msg))
+            .bind(postbox_kafka::trace_context(msg).map(|t| t.traceparent))
             .execute(tx)
             .await?;
         Ok(())
@@ -244,14 +245,20 @@ async fn kafka_republish_and_consumer_crash_are_absorbed_by_the_inbox() {
     let broker = KafkaBroker::start().await;
     broker.create_topic(&ctx.queue, 1);
     sqlx::raw_sql(&format!(
-        "CREATE TABLE {}.effects (message_id text)",
+        "CREATE TABLE {}.effects (message_id text, traceparent text)",
         ctx.schema
     ))
     .execute(&ctx.pool)
     .await
     .unwrap();
-    ctx.produce((1..=10).map(|i| ctx.event("k", i)).collect())
-        .await;
+    // Each event carries its producer's trace: the handler must see it.
+    let tp = |i: usize| format!("00-4bf92f3577b34da6a3ce929d0e0e{i:04x}-00f067aa0ba902b7-01");
+    ctx.produce(
+        (1..=10)
+            .map(|i| ctx.event("k", i).traceparent(tp(i)))
+            .collect(),
+    )
+    .await;
 
     // Relay killed between produce and mark: the next one produces again.
     let mut doomed = relay(
@@ -283,7 +290,7 @@ async fn kafka_republish_and_consumer_crash_are_absorbed_by_the_inbox() {
     .unwrap();
     let inbox = postbox::Inbox::new(&ctx.schema).unwrap();
     let effects = Arc::new(Effects {
-        insert: format!("INSERT INTO {}.effects VALUES ($1)", ctx.schema),
+        insert: format!("INSERT INTO {}.effects VALUES ($1, $2)", ctx.schema),
         duplicates: AtomicUsize::new(0),
         hang_on: Some(third),
         hung: tokio::sync::Notify::new(),
@@ -355,6 +362,17 @@ async fn kafka_republish_and_consumer_crash_are_absorbed_by_the_inbox() {
         effects2.duplicates.load(SeqCst) >= 11,
         "the replayed 3rd event was skipped too"
     );
+    let mut traces: Vec<String> = sqlx::query_scalar(&format!(
+        "SELECT coalesce(traceparent, 'none') FROM {}.effects",
+        ctx.schema
+    ))
+    .fetch_all(&ctx.pool)
+    .await
+    .unwrap();
+    traces.sort();
+    let mut expected: Vec<String> = (1..=10).map(tp).collect();
+    expected.sort();
+    assert_eq!(traces, expected, "the handler saw each event's traceparent");
     stop.cancel();
     let _ = task.await;
     drop(relay);
@@ -415,5 +433,93 @@ async fn one_relay_feeds_bullmq_and_kafka_by_route() {
     assert!(env["occurred_at"].is_string());
     drop(relay);
     let _ = std::fs::remove_file(cfg);
+    ctx.cleanup().await;
+}
+
+/// Kafka over TLS (`security.protocol=SSL` with the broker's CA): a relay that
+/// does not trust the certificate keeps every row (no attempts used, the
+/// reason in its log); one that does delivers them, and a TLS consumer reads
+/// them. The SASL password in the same config never reaches the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_over_tls_verifies_the_broker_and_loses_nothing() {
+    let ctx = Ctx::new("ktls").await;
+    let broker = KafkaBroker::start_tls().await;
+    broker.create_topic(&ctx.queue, 1);
+    ctx.produce((1..=5).map(|i| ctx.event("k", i)).collect())
+        .await;
+    let config = |ca: &std::path::Path| {
+        let file =
+            std::env::temp_dir().join(format!("postbox-ktls-{}.toml", postbox_testkit::suffix()));
+        std::fs::write(
+            &file,
+            format!(
+                "[kafka.properties]\n\"security.protocol\" = \"SSL\"\n\"ssl.ca.location\" = {:?}\n\
+                 \"ssl.endpoint.identification.algorithm\" = \"https\"\n\
+                 \"sasl.password\" = \"canary-kafka-pw-9431\"\n",
+                ca.display().to_string()
+            ),
+        )
+        .unwrap();
+        file
+    };
+
+    // A CA that did not sign the broker's certificate: nothing may move.
+    let other = std::env::temp_dir().join(format!("postbox-ktls-ca-{}", postbox_testkit::suffix()));
+    postbox_testkit::self_signed_cert(&other);
+    let wrong_file = config(&other.join("cert.pem"));
+    let mut untrusting = relay(
+        &ctx,
+        &broker,
+        &["--config", wrong_file.to_str().unwrap()],
+        &[],
+    );
+    untrusting
+        .wait_for_line("certificate verify failed", LONG)
+        .await;
+    untrusting.signal("TERM");
+    untrusting.wait(LONG).await;
+    assert_eq!(ctx.unsent().await, 5);
+    let attempts: i64 = sqlx::query_scalar(&format!(
+        "SELECT coalesce(sum(attempts), 0) FROM {}.outbox",
+        ctx.schema
+    ))
+    .fetch_one(&ctx.pool)
+    .await
+    .unwrap();
+    assert_eq!(attempts, 0, "a TLS failure is transient: no attempts used");
+    assert!(
+        !untrusting.output().contains("canary-kafka-pw-9431"),
+        "the SASL password leaked into the relay's output"
+    );
+
+    let file = config(&broker.tls_ca());
+    let trusting = relay(&ctx, &broker, &["--config", file.to_str().unwrap()], &[]);
+    wait_until(LONG, "all rows delivered over TLS", || async {
+        ctx.unsent().await == 0
+    })
+    .await;
+
+    // Read back over TLS with the same CA.
+    let c: StreamConsumer = postbox_kafka::consumer_config(&broker.bootstrap(), "tls-reader")
+        .set("security.protocol", "SSL")
+        .set("ssl.ca.location", broker.tls_ca().to_str().unwrap())
+        .create()
+        .unwrap();
+    c.subscribe(&[ctx.queue.as_str()]).unwrap();
+    let mut seqs = Vec::new();
+    while seqs.len() < 5 {
+        let m = tokio::time::timeout(LONG, c.recv())
+            .await
+            .expect("5 messages over TLS")
+            .unwrap();
+        let v: serde_json::Value =
+            serde_json::from_slice(postbox_kafka::rdkafka::Message::payload(&m).unwrap()).unwrap();
+        seqs.push(v["seq"].as_u64().unwrap());
+    }
+    assert_eq!(seqs, vec![1, 2, 3, 4, 5]);
+    drop(trusting);
+    let _ = std::fs::remove_file(wrong_file);
+    let _ = std::fs::remove_dir_all(other);
+    let _ = std::fs::remove_file(file);
     ctx.cleanup().await;
 }
