@@ -88,6 +88,9 @@ pub struct Overrides {
     /// Longest backoff after transient failures [default: 5s].
     #[arg(long, env = "POSTBOX_BACKOFF_MAX", value_parser = duration)]
     pub backoff_max: Option<Duration>,
+    /// Delivered rows: mark (sent_at, deleted by retention later) or delete at once [default: mark].
+    #[arg(long, env = "POSTBOX_SENT")]
+    pub sent: Option<postbox_relay::SentRows>,
     /// Topic patterns whose rows block their key instead of being dead-lettered, comma-separated [default: none].
     #[arg(long, env = "POSTBOX_BLOCK_TOPICS", value_delimiter = ',')]
     pub block_topics: Option<Vec<String>>,
@@ -197,6 +200,7 @@ impl Settings {
             retry_base,
             retry_max,
             block_topics,
+            sent,
             outbox_retention,
             inbox_retention,
             dead_letter_retention,

@@ -20,7 +20,7 @@ mod wake;
 mod worker;
 
 pub use backoff::Backoff;
-pub use config::{Config, ConfigError, Secret};
+pub use config::{Config, ConfigError, Secret, SentRows};
 pub use ordering::waves;
 pub use partitions::target_share;
 pub use relay::{Readiness, Relay, RelayError};

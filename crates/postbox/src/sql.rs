@@ -41,6 +41,7 @@ queries!(
     outbox_insert_many,
     outbox_claim_batch,
     outbox_mark_sent,
+    outbox_delete_sent,
     outbox_record_failure,
     outbox_block_key,
     outbox_dead_letter_move,

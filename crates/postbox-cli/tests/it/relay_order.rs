@@ -164,3 +164,45 @@ async fn sigterm_mid_batch_commits_the_batch_then_exits_zero() {
     assert_eq!(view.wait_len().await, 10);
     ctx.cleanup().await;
 }
+
+/// `--sent delete`: delivered rows leave the outbox in the claim's
+/// transaction. A relay killed between publish and commit leaves them in
+/// place (the delete rolls back with it); the next relay republishes them,
+/// BullMQ absorbs the duplicates, and order per key holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sent_delete_removes_delivered_rows_and_survives_a_kill() {
+    let ctx = Ctx::new("sentdel").await;
+    let redis = postbox_testkit::redis_url();
+    const N: usize = 400;
+    let events = (0..N)
+        .map(|i| ctx.event(&format!("k{}", i % 8), i / 8 + 1))
+        .collect();
+    ctx.produce(events).await;
+
+    let args = ["--sent", "delete", "--workers", "1", "--batch-size", "50"];
+    let mut doomed = ctx.relay(&redis, &args, &[("POSTBOX_FAILPOINT", "after_publish")]);
+    doomed
+        .wait_for_line("failpoint after_publish", LONG)
+        .await;
+    doomed.signal("KILL");
+    doomed.wait(LONG).await;
+    let count = || async {
+        sqlx::query_scalar::<_, i64>(&format!("SELECT count(*) FROM {}.outbox", ctx.schema))
+            .fetch_one(&ctx.pool)
+            .await
+            .unwrap()
+    };
+    assert_eq!(count().await, N as i64, "the killed batch's delete rolled back");
+
+    let r1 = ctx.relay(&redis, &args[..2], &[]);
+    let r2 = ctx.relay(&redis, &args[..2], &[]);
+    wait_until(LONG, "the outbox to empty", || async { count().await == 0 }).await;
+    let view = RedisView::new(&redis, &ctx.queue).await;
+    let seen = view.waiting().await;
+    let ids: HashSet<&str> = seen.iter().map(|s| s.0.as_str()).collect();
+    assert_eq!(seen.len(), N, "every event once, the republished batch absorbed");
+    assert_eq!(ids.len(), N);
+    assert_per_key_order(&seen);
+    drop((r1, r2));
+    ctx.cleanup().await;
+}
