@@ -1,0 +1,1 @@
+SELECT order_id, amount_cents, status FROM {schema}.charges

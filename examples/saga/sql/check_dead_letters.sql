@@ -1,0 +1,1 @@
+SELECT count(*) FROM {schema}.outbox_dead_letter

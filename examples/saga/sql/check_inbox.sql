@@ -1,0 +1,1 @@
+SELECT message_id FROM {schema}.inbox WHERE consumer = $1

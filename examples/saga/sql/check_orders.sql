@@ -1,0 +1,1 @@
+SELECT id, sku, qty, amount_cents, status, cancel_reason FROM {schema}.orders

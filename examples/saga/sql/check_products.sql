@@ -1,0 +1,1 @@
+SELECT sku, stock::bigint, reserved::bigint, sold::bigint FROM {schema}.products

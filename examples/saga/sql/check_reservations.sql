@@ -1,0 +1,1 @@
+SELECT order_id, sku, qty::bigint, state FROM {schema}.reservations

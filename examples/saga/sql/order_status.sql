@@ -1,0 +1,1 @@
+SELECT status, cancel_reason FROM {schema}.orders WHERE id = $1

@@ -1,0 +1,1 @@
+SELECT state FROM {schema}.reservations WHERE order_id = $1
