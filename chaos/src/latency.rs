@@ -48,8 +48,8 @@ async fn measure(
     .await?;
     if v == Variant::Poll {
         sqlx::raw_sql(&format!(
-            "DROP TRIGGER outbox_notify ON {}.outbox",
-            w.consumers.schema
+            "DROP TRIGGER IF EXISTS outbox_notify ON {s}.outbox; DROP TRIGGER IF EXISTS outbox_notify_adaptive ON {s}.outbox",
+            s = w.consumers.schema
         ))
         .execute(&w.admin)
         .await?;

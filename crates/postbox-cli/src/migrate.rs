@@ -13,8 +13,9 @@ pub struct Args {
     /// Schema to create or upgrade (repeat for several). Validated against ^[a-z_][a-z0-9_]{0,62}$.
     #[arg(long = "schema", required = true)]
     schemas: Vec<String>,
-    /// Relay wake-up: `statement` (a statement-level NOTIFY trigger) or `off` (polling only).
-    #[arg(long, default_value = "statement")]
+    /// Relay wake-up: `statement` (a NOTIFY per producer statement), `adaptive` (a NOTIFY
+    /// only while the relay worker of the row's partition sleeps) or `off` (polling only).
+    #[arg(long, default_value = "adaptive")]
     notify: Notify,
     /// Print the SQL instead of applying it (for your own migration tool).
     #[arg(long)]

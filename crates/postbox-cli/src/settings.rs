@@ -76,6 +76,12 @@ pub struct Overrides {
     /// Fallback poll period when no NOTIFY arrives [default: 1s].
     #[arg(long, env = "POSTBOX_POLL_INTERVAL", value_parser = duration)]
     pub poll_interval: Option<Duration>,
+    /// After events flowed, poll at this period instead of waiting for a NOTIFY [default: 2ms].
+    #[arg(long, env = "POSTBOX_BUSY_POLL_INTERVAL", value_parser = duration)]
+    pub busy_poll_interval: Option<Duration>,
+    /// How long to keep polling after the last event before sleeping until a NOTIFY; 0s: never [default: 10ms].
+    #[arg(long, env = "POSTBOX_BUSY_POLL_FOR", value_parser = duration)]
+    pub busy_poll_for: Option<Duration>,
     /// How often partitions are rebalanced between relay instances [default: 1s].
     #[arg(long, env = "POSTBOX_REBALANCE_INTERVAL", value_parser = duration)]
     pub rebalance_interval: Option<Duration>,
@@ -192,6 +198,8 @@ impl Settings {
             workers,
             batch_size,
             poll_interval,
+            busy_poll_interval,
+            busy_poll_for,
             rebalance_interval,
             publish_timeout,
             backoff_min,

@@ -83,6 +83,15 @@ pub struct Config {
     /// Fallback poll period when no NOTIFY arrives. Default: 1s.
     #[serde(with = "humantime_serde")]
     pub poll_interval: Duration,
+    /// After a pass that found events, workers poll again at this period
+    /// (instead of waiting for a NOTIFY) for `busy_poll_for`. Default: 2ms.
+    #[serde(with = "humantime_serde")]
+    pub busy_poll_interval: Duration,
+    /// How long workers keep polling at `busy_poll_interval` after the last
+    /// event before they sleep until a NOTIFY (with `--notify adaptive`,
+    /// producers skip the NOTIFY meanwhile). Zero: sleep at once. Default: 10ms.
+    #[serde(with = "humantime_serde")]
+    pub busy_poll_for: Duration,
     /// How often workers re-count relay members and rebalance partitions. Default: 1s.
     #[serde(with = "humantime_serde")]
     pub rebalance_interval: Duration,
@@ -144,6 +153,8 @@ impl Default for Config {
             batch_size: 500,
             poll_interval: Duration::from_secs(1),
             rebalance_interval: Duration::from_secs(1),
+            busy_poll_interval: Duration::from_millis(2),
+            busy_poll_for: Duration::from_millis(10),
             publish_timeout: Duration::from_secs(10),
             backoff_min: Duration::from_millis(100),
             backoff_max: Duration::from_secs(5),
@@ -246,6 +257,7 @@ impl Config {
         for (field, d) in [
             ("poll_interval", self.poll_interval),
             ("rebalance_interval", self.rebalance_interval),
+            ("busy_poll_interval", self.busy_poll_interval),
             ("publish_timeout", self.publish_timeout),
             ("backoff_min", self.backoff_min),
             ("backoff_max", self.backoff_max),

@@ -25,6 +25,9 @@ pub(crate) struct Worker {
     app_name: String,
     /// Partitions whose advisory lock this worker's session holds.
     owned: Vec<i16>,
+    /// Whether all `owned` partitions are armed in `outbox_wakeup` (producers
+    /// NOTIFY for them): true only while this worker sleeps or is about to.
+    armed: bool,
     failpoint: Option<String>,
 }
 
@@ -40,8 +43,8 @@ pub(crate) struct Parts {
 enum Pass {
     /// The batch came back full: claim again at once.
     Full,
-    /// Less than a full batch: wait for a wake-up.
-    Drained,
+    /// Less than a full batch (`found` events): poll again soon, or sleep.
+    Drained { found: usize },
     /// The broker failed transiently: back off.
     BrokerDown,
 }
@@ -71,6 +74,7 @@ impl Worker {
             wake,
             shutdown,
             owned: Vec::new(),
+            armed: false,
             app_name: format!("{instance}:worker"),
             failpoint: std::env::var("POSTBOX_FAILPOINT").ok(),
         }
@@ -98,6 +102,9 @@ impl Worker {
             // Claim at once on (re)connect: rows may have waited while we were away.
             let mut claim_now = true;
             let mut next_poll = Instant::now();
+            // Flags may be stale from an earlier session: arm again before sleeping.
+            self.armed = false;
+            let mut last_activity = Instant::now();
             let result: Result<(), sqlx::Error> = async {
                 while !self.shutdown.is_cancelled() {
                     if Instant::now() >= next_rebalance {
@@ -114,7 +121,7 @@ impl Worker {
                     self.wake.borrow_and_update();
                     claim_now = false;
                     let pass = if self.owned.is_empty() {
-                        Pass::Drained
+                        Pass::Drained { found: 0 }
                     } else {
                         self.pass(&mut conn).await?
                     };
@@ -123,10 +130,36 @@ impl Worker {
                         Pass::Full => {
                             broker_failures = 0;
                             claim_now = true;
+                            last_activity = Instant::now();
                         }
-                        Pass::Drained => {
+                        Pass::Drained { found } => {
                             broker_failures = 0;
-                            next_poll = Instant::now() + self.config.poll_interval;
+                            let now = Instant::now();
+                            if found > 0 {
+                                last_activity = now;
+                            }
+                            if now < last_activity + self.config.busy_poll_for {
+                                // Events just flowed: more are likely. A short
+                                // poll serves them without any NOTIFY.
+                                next_poll = now + self.config.busy_poll_interval;
+                            } else if !self.armed && !self.owned.is_empty() {
+                                // About to sleep: ask producers to NOTIFY, then
+                                // look once more for rows committed before that.
+                                sqlx::query(&self.q.outbox_wakeup_arm)
+                                    .bind(&self.owned)
+                                    .execute(&mut conn)
+                                    .await?;
+                                let mut fence = conn.begin().await?;
+                                sqlx::query(&self.q.outbox_wakeup_fence)
+                                    .bind(self.schema.as_str())
+                                    .execute(&mut *fence)
+                                    .await?;
+                                fence.commit().await?;
+                                self.armed = true;
+                                claim_now = true;
+                            } else {
+                                next_poll = now + self.config.poll_interval;
+                            }
                         }
                         Pass::BrokerDown => {
                             self.pause(transient.delay(broker_failures)).await;
@@ -202,6 +235,8 @@ impl Worker {
                 tracing::debug!(schema = %self.schema, acquired = ?got, "partitions acquired");
                 self.stats.owned.fetch_add(got.len() as i64, Relaxed);
                 self.owned.extend(got);
+                // The new partitions' flags are unknown: arm all before sleeping.
+                self.armed = false;
                 return Ok(true);
             }
         }
@@ -219,7 +254,7 @@ impl Worker {
             .await?;
         if batch.is_empty() {
             tx.commit().await?;
-            return Ok(Pass::Drained);
+            return Ok(Pass::Drained { found: 0 });
         }
         for e in &mut batch {
             e.schema = self.schema.to_string();
@@ -328,6 +363,15 @@ impl Worker {
                 tracing::warn!(schema = %self.schema, event_id = %event.event_id, topic = %event.topic, key = ?event.key, error = %reason, retry_in = ?delay, "event rejected by the broker; will retry");
             }
         }
+        if self.armed {
+            // Awake and working: producers of these partitions may skip the
+            // NOTIFY until this worker arms them again before sleeping.
+            sqlx::query(&self.q.outbox_wakeup_disarm)
+                .bind(&self.owned)
+                .execute(&mut *tx)
+                .await?;
+            self.armed = false;
+        }
         tx.commit().await?;
 
         let schema = self.schema.to_string();
@@ -367,7 +411,11 @@ impl Worker {
             tracing::warn!(schema = %self.schema, sink = self.sink.name(), error = %e, unsent = batch.len() - plan.sent.len(), "broker unavailable; rows stay in the outbox");
             return Ok(Pass::BrokerDown);
         }
-        Ok(if full { Pass::Full } else { Pass::Drained })
+        Ok(if full {
+            Pass::Full
+        } else {
+            Pass::Drained { found: batch.len() }
+        })
     }
 
     /// Sleep, but wake early on shutdown.

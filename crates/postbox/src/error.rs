@@ -22,6 +22,16 @@ pub enum Error {
         /// The schema that was looked up.
         schema: String,
     },
+    /// The schema lacks migrations this build needs.
+    #[error("schema {schema:?} is at migration {found}, this postbox needs {expected}; run `postbox migrate --schema {schema}` first")]
+    SchemaOutdated {
+        /// Schema.
+        schema: String,
+        /// Newest applied migration.
+        found: i32,
+        /// Newest migration of this build.
+        expected: i32,
+    },
     /// An applied migration differs from the one this version ships.
     #[error("migration {version} ({name}) in schema {schema:?} was applied with a different checksum ({found}, expected {expected}); the migration files must not change once applied")]
     MigrationChanged {

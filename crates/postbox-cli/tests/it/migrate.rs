@@ -25,7 +25,7 @@ async fn migrate_is_idempotent_and_versioned() {
         "{}",
         String::from_utf8_lossy(&first.stderr)
     );
-    assert!(String::from_utf8_lossy(&first.stdout).contains("applied migrations [1, 2, 3, 4]"));
+    assert!(String::from_utf8_lossy(&first.stdout).contains("applied migrations [1, 2, 3, 4, 5]"));
     let second = run();
     assert!(second.status.success());
     assert!(
@@ -47,6 +47,7 @@ async fn migrate_is_idempotent_and_versioned() {
             "inbox",
             "outbox",
             "outbox_dead_letter",
+            "outbox_wakeup",
             "postbox_migrations"
         ]
     );
@@ -56,7 +57,7 @@ async fn migrate_is_idempotent_and_versioned() {
     .fetch_all(&pool)
     .await
     .unwrap();
-    assert_eq!(versions, [1, 2, 3, 4]);
+    assert_eq!(versions, [1, 2, 3, 4, 5]);
 
     // A tampered migration is reported, not silently re-run.
     sqlx::query(&format!(
@@ -88,7 +89,11 @@ async fn concurrent_migrations_do_not_collide() {
         .into_iter()
         .map(|r| r.unwrap().applied.len())
         .sum();
-    assert_eq!(applied, 4, "each migration applied exactly once");
+    assert_eq!(
+        applied,
+        postbox::migrate::migrations(&schema).len(),
+        "each migration applied exactly once"
+    );
     postbox_testkit::drop_schema(&pool, schema.as_str()).await;
 }
 
@@ -126,4 +131,29 @@ fn print_exports_the_sql() {
     assert!(sql.contains("CREATE TABLE shop.outbox"));
     assert!(sql.contains("CREATE TABLE shop.inbox"));
     assert!(sql.contains("FOR EACH STATEMENT"));
+}
+
+/// A schema missing this build's newest migration: the relay refuses to start
+/// and says which command fixes it.
+#[tokio::test]
+async fn relay_refuses_an_outdated_schema() {
+    let ctx = Ctx::new("outdated").await;
+    sqlx::query(&format!(
+        "DELETE FROM {}.postbox_migrations WHERE version = 5",
+        ctx.schema
+    ))
+    .execute(&ctx.pool)
+    .await
+    .unwrap();
+    let mut relay = ctx.relay(&postbox_testkit::redis_url(), &[], &[]);
+    assert_eq!(relay.wait(LONG).await, Some(1));
+    let out = relay.output();
+    assert!(
+        out.contains(&format!(
+            "schema \"{}\" is at migration 4, this postbox needs 5; run `postbox migrate --schema {}` first",
+            ctx.schema, ctx.schema
+        )),
+        "{out}"
+    );
+    ctx.cleanup().await;
 }

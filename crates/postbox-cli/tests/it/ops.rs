@@ -118,7 +118,7 @@ async fn retention_deletes_only_what_is_old_enough() {
     .await
     .unwrap();
     // An old row that was never sent must survive whatever its age.
-    sqlx::raw_sql(&format!("ALTER TABLE {s}.outbox DISABLE TRIGGER outbox_notify; INSERT INTO {s}.outbox (topic, event, key, payload, created_at) VALUES ('{q}', 'e', 'unsent', '42', now() - interval '1 day')", q = ctx.queue))
+    sqlx::raw_sql(&format!("ALTER TABLE {s}.outbox DISABLE TRIGGER USER; INSERT INTO {s}.outbox (topic, event, key, payload, created_at) VALUES ('{q}', 'e', 'unsent', '42', now() - interval '1 day')", q = ctx.queue))
         .execute(&ctx.pool)
         .await
         .unwrap();

@@ -186,3 +186,98 @@ async fn listener_reconnects_after_its_session_is_killed() {
     );
     ctx.cleanup().await;
 }
+
+/// Count NOTIFYs on the relay's channel for `schema` while `work` runs.
+async fn notifications_during<F: std::future::Future<Output = ()>>(schema: &str, work: F) -> usize {
+    let mut l = sqlx::postgres::PgListener::connect(&postbox_testkit::database_url())
+        .await
+        .unwrap();
+    l.listen(postbox::NOTIFY_CHANNEL).await.unwrap();
+    work.await;
+    // Notifications of committed transactions are queued for us by now;
+    // drain them without waiting for more.
+    let mut n = 0;
+    while let Ok(Ok(Some(m))) =
+        tokio::time::timeout(std::time::Duration::from_millis(300), l.try_recv()).await
+    {
+        if m.payload() == schema {
+            n += 1;
+        }
+    }
+    n
+}
+
+/// `--notify adaptive`: an idle relay is woken by the first commit at once
+/// (its partitions are armed), and while it is busy producers skip the NOTIFY;
+/// every event still arrives, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adaptive_notify_wakes_an_idle_relay_and_spares_busy_producers() {
+    let ctx = Ctx::new("adaptive").await;
+    let schema = postbox::SchemaName::new(&ctx.schema).unwrap();
+    let mut conn = ctx.pool.acquire().await.unwrap();
+    postbox::migrate::run(&mut conn, &schema, postbox::migrate::Notify::Adaptive)
+        .await
+        .unwrap();
+    drop(conn);
+    let redis = postbox_testkit::redis_url();
+    // Polling far away: only a NOTIFY or the busy-poll can deliver in time.
+    let relay = ctx.relay(
+        &redis,
+        &["--poll-interval", "60s", "--busy-poll-for", "300ms"],
+        &[],
+    );
+    let armed = || async {
+        sqlx::query_scalar::<_, i64>(&format!(
+            "SELECT count(*) FROM {}.outbox_wakeup WHERE armed",
+            ctx.schema
+        ))
+        .fetch_one(&ctx.pool)
+        .await
+        .unwrap()
+    };
+    wait_until(LONG, "the idle relay to arm all 64 partitions", || async {
+        armed().await == 64
+    })
+    .await;
+
+    // One plain-SQL insert to an idle relay: woken by its NOTIFY.
+    let n = notifications_during(&ctx.schema, async {
+        ctx.produce(vec![ctx.event("k0", 1)]).await;
+        wait_until(
+            std::time::Duration::from_secs(10),
+            "the NOTIFY to wake the idle relay",
+            || async { ctx.unsent().await == 0 },
+        )
+        .await;
+    })
+    .await;
+    assert_eq!(n, 1, "the commit to an idle relay notified");
+
+    // A stream of 300 one-row transactions while the relay stays awake: few NOTIFYs.
+    const N: usize = 300;
+    let n = notifications_during(&ctx.schema, async {
+        let events = (0..N)
+            .map(|i| ctx.event(&format!("k{}", i % 4), i / 4 + 2))
+            .collect();
+        ctx.produce(events).await;
+        wait_until(LONG, "all events relayed", || async {
+            ctx.unsent().await == 0
+        })
+        .await;
+    })
+    .await;
+    assert!(
+        n < N / 5,
+        "{n} NOTIFYs for {N} transactions: a busy relay should spare most producers"
+    );
+    let view = RedisView::new(&redis, &ctx.queue).await;
+    let seen = view.waiting().await;
+    assert_eq!(seen.len(), N + 1);
+    assert_per_key_order(&seen);
+    wait_until(LONG, "the relay to arm its partitions again when idle", || async {
+        armed().await == 64
+    })
+    .await;
+    drop(relay);
+    ctx.cleanup().await;
+}

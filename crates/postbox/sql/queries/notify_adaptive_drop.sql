@@ -1,0 +1,1 @@
+DROP TRIGGER IF EXISTS outbox_notify_adaptive ON {schema}.outbox
