@@ -4,6 +4,7 @@
 mod support;
 
 mod bad_input;
+mod bench;
 mod commit_order;
 mod dlq;
 mod failpoint;

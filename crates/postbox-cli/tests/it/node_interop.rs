@@ -249,6 +249,18 @@ async fn node_worker_processes_relayed_jobs() {
     ctx.cleanup().await;
 }
 
+/// A Rust worker on the shared test Redis that polls its queue quickly.
+fn worker_options() -> WorkerOptions {
+    WorkerOptions {
+        connection: RedisConnectionOptions {
+            url: postbox_testkit::redis_url(),
+            ..Default::default()
+        },
+        drain_delay: 1,
+        ..Default::default()
+    }
+}
+
 /// Records each job in `<schema>.node_jobs` inside the inbox transaction.
 struct Recorder {
     table: String,
@@ -318,14 +330,7 @@ async fn rust_inbox_worker_processes_node_jobs() {
         Arc::new(Recorder {
             table: table.clone(),
         }),
-        WorkerOptions {
-            connection: RedisConnectionOptions {
-                url: postbox_testkit::redis_url(),
-                ..Default::default()
-            },
-            drain_delay: 1,
-            ..Default::default()
-        },
+        worker_options(),
     )
     .await
     .unwrap();
@@ -569,14 +574,7 @@ async fn trace_context_reaches_node_and_rust_consumers() {
         "trace",
         &queue2,
         handler.clone(),
-        WorkerOptions {
-            connection: RedisConnectionOptions {
-                url: postbox_testkit::redis_url(),
-                ..Default::default()
-            },
-            drain_delay: 1,
-            ..Default::default()
-        },
+        worker_options(),
     )
     .await
     .unwrap();

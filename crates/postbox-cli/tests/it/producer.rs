@@ -274,9 +274,11 @@ async fn adaptive_notify_wakes_an_idle_relay_and_spares_busy_producers() {
     let seen = view.waiting().await;
     assert_eq!(seen.len(), N + 1);
     assert_per_key_order(&seen);
-    wait_until(LONG, "the relay to arm its partitions again when idle", || async {
-        armed().await == 64
-    })
+    wait_until(
+        LONG,
+        "the relay to arm its partitions again when idle",
+        || async { armed().await == 64 },
+    )
     .await;
     drop(relay);
     ctx.cleanup().await;

@@ -181,9 +181,7 @@ async fn sent_delete_removes_delivered_rows_and_survives_a_kill() {
 
     let args = ["--sent", "delete", "--workers", "1", "--batch-size", "50"];
     let mut doomed = ctx.relay(&redis, &args, &[("POSTBOX_FAILPOINT", "after_publish")]);
-    doomed
-        .wait_for_line("failpoint after_publish", LONG)
-        .await;
+    doomed.wait_for_line("failpoint after_publish", LONG).await;
     doomed.signal("KILL");
     doomed.wait(LONG).await;
     let count = || async {
@@ -192,7 +190,11 @@ async fn sent_delete_removes_delivered_rows_and_survives_a_kill() {
             .await
             .unwrap()
     };
-    assert_eq!(count().await, N as i64, "the killed batch's delete rolled back");
+    assert_eq!(
+        count().await,
+        N as i64,
+        "the killed batch's delete rolled back"
+    );
 
     let r1 = ctx.relay(&redis, &args[..2], &[]);
     let r2 = ctx.relay(&redis, &args[..2], &[]);
@@ -200,7 +202,11 @@ async fn sent_delete_removes_delivered_rows_and_survives_a_kill() {
     let view = RedisView::new(&redis, &ctx.queue).await;
     let seen = view.waiting().await;
     let ids: HashSet<&str> = seen.iter().map(|s| s.0.as_str()).collect();
-    assert_eq!(seen.len(), N, "every event once, the republished batch absorbed");
+    assert_eq!(
+        seen.len(),
+        N,
+        "every event once, the republished batch absorbed"
+    );
     assert_eq!(ids.len(), N);
     assert_per_key_order(&seen);
     drop((r1, r2));

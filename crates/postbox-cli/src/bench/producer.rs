@@ -1,0 +1,175 @@
+//! Producer overhead: concurrent producers (one connection each) doing a
+//! small business insert per transaction; transactions/s with nothing else,
+//! with an outbox row, and with an outbox row and each wake-up policy, as a
+//! ratio to the business insert alone.
+
+use super::report::Section;
+use super::{relay_ready, Ctx, NullSink};
+use crate::CliError;
+use postbox::migrate::Notify;
+use postbox::{Event, Outbox, SchemaName};
+use postbox_relay::Relay;
+use sqlx::{Connection, PgConnection};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+const ALONE: &str = "business insert alone";
+
+#[derive(Clone, Copy)]
+struct Variant {
+    name: &'static str,
+    /// Write an outbox row in the transaction.
+    outbox: bool,
+    notify: Notify,
+    /// A relay drains the outbox meanwhile (NullSink: PostgreSQL's share only).
+    relay: bool,
+}
+
+const VARIANTS: [Variant; 5] = [
+    Variant {
+        name: ALONE,
+        outbox: false,
+        notify: Notify::Off,
+        relay: false,
+    },
+    Variant {
+        name: "+ outbox row, notify = off",
+        outbox: true,
+        notify: Notify::Off,
+        relay: false,
+    },
+    Variant {
+        name: "+ outbox row, notify = statement",
+        outbox: true,
+        notify: Notify::Statement,
+        relay: false,
+    },
+    Variant {
+        name: "+ outbox row, notify = statement, relay draining",
+        outbox: true,
+        notify: Notify::Statement,
+        relay: true,
+    },
+    Variant {
+        name: "+ outbox row, notify = adaptive, relay draining",
+        outbox: true,
+        notify: Notify::Adaptive,
+        relay: true,
+    },
+];
+
+pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
+    let p = &ctx.p;
+    println!(
+        "Producer overhead: {} producers, {:?} per variant, {} cores",
+        p.producers, p.producer_duration, ctx.cores
+    );
+    let mut tps = vec![Vec::new(); VARIANTS.len()];
+    for rep in 1..=p.reps {
+        for (i, v) in VARIANTS.iter().enumerate() {
+            let r = measure(ctx, *v).await?;
+            println!("  rep {rep}: {:<50} {r:>8.0} tps", v.name);
+            tps[i].push(r);
+        }
+    }
+    let mut s = Section::new(
+        &format!("Producer overhead: {} concurrent producers", p.producers),
+        "tps",
+    );
+    for (v, samples) in VARIANTS.iter().zip(tps) {
+        if v.name == ALONE {
+            s.baseline(ALONE, samples);
+        } else {
+            s.measured(v.name, samples, &[ALONE]);
+        }
+    }
+    s.print();
+    Ok(s)
+}
+
+async fn measure(ctx: &Ctx, v: Variant) -> Result<f64, CliError> {
+    let p = &ctx.p;
+    let schema = ctx.schema("producer", v.notify).await?;
+    // Bench scaffolding: the "business" table the producers write to.
+    sqlx::raw_sql(&format!(
+        "CREATE TABLE {schema}.orders (
+             id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+             customer int NOT NULL,
+             amount numeric(12,2) NOT NULL,
+             created_at timestamptz NOT NULL DEFAULT now())"
+    ))
+    .execute(&ctx.pool)
+    .await?;
+    let shutdown = CancellationToken::new();
+    let relay = if v.relay {
+        let relay = Relay::new(
+            ctx.relay_config(&schema, Duration::from_secs(1)),
+            Arc::new(NullSink),
+        )?;
+        let stats = relay.stats();
+        let task = tokio::spawn(relay.run(shutdown.clone()));
+        relay_ready(&stats).await?;
+        Some(task)
+    } else {
+        None
+    };
+    // Separate connections, all open before the clock starts.
+    let mut conns = Vec::new();
+    for _ in 0..p.producers {
+        conns.push(PgConnection::connect(&p.database_url).await?);
+    }
+    let started = Instant::now();
+    let until = started + p.producer_duration;
+    let tasks = conns
+        .into_iter()
+        .enumerate()
+        .map(|(i, conn)| tokio::spawn(produce(conn, schema.clone(), v.outbox, i as i32, until)));
+    let mut total = 0u64;
+    for t in futures::future::join_all(tasks).await {
+        total += t??;
+    }
+    let tps = total as f64 / started.elapsed().as_secs_f64();
+    shutdown.cancel();
+    if let Some(task) = relay {
+        task.await??;
+    }
+    ctx.drop_schema(&schema).await?;
+    Ok(tps)
+}
+
+/// One producer: insert an order (and its event) per transaction until `until`.
+async fn produce(
+    mut conn: PgConnection,
+    schema: SchemaName,
+    with_outbox: bool,
+    customer: i32,
+    until: Instant,
+) -> Result<u64, CliError> {
+    let outbox = Outbox::new(schema.as_str())?;
+    let insert = format!(
+        "INSERT INTO {schema}.orders (customer, amount) VALUES ($1, $2::numeric) RETURNING id"
+    );
+    let mut n = 0u64;
+    while Instant::now() < until {
+        let mut tx = conn.begin().await?;
+        let (id,): (i64,) = sqlx::query_as(&insert)
+            .bind(customer)
+            .bind("19.99")
+            .fetch_one(&mut *tx)
+            .await?;
+        if with_outbox {
+            let event = Event::new(
+                "orders",
+                "order.created",
+                serde_json::json!({ "id": id, "customer": customer, "amount": "19.99" }),
+            )
+            .key(format!("customer:{customer}"));
+            outbox.enqueue(&mut tx, event).await?;
+        }
+        tx.commit().await?;
+        n += 1;
+    }
+    conn.close().await?;
+    Ok(n)
+}

@@ -1,0 +1,131 @@
+//! `postbox bench all --quick`: every benchmark runs against the real
+//! PostgreSQL, Redis and Kafka broker and writes its figures and chart. No
+//! assertion on time: only that each figure was measured.
+
+use crate::support::*;
+use postbox_testkit::KafkaBroker;
+use serde_json::Value;
+
+/// Every throughput row of a section measured something.
+fn assert_rows(report: &Value, section: &str, names: &[&str]) {
+    let rows = report[section]["rows"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {section} rows in {report}"));
+    for name in names {
+        assert!(
+            rows.iter().any(|r| r["name"] == *name),
+            "{section}: no row {name:?} in {rows:?}"
+        );
+    }
+    for r in rows {
+        let median = r["value"]["median"].as_f64().unwrap_or(f64::NAN);
+        assert!(median > 0.0 && median.is_finite(), "{section}: {r}");
+        if r["baseline"] == false {
+            assert!(r["ratios"][0]["ratio"].as_f64().unwrap() > 0.0, "{r}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_all_quick_writes_every_figure_and_the_chart() {
+    let broker = KafkaBroker::start().await;
+    let dir = std::env::temp_dir().join(format!("postbox-bench-{}", postbox_testkit::suffix()));
+    let (json, png) = (dir.join("bench.json"), dir.join("bench.png"));
+    let out = tokio::process::Command::new(BIN)
+        .args([
+            "bench",
+            "all",
+            "--quick",
+            "--kafka-brokers",
+            &broker.bootstrap(),
+        ])
+        .args([
+            "--json".as_ref(),
+            json.as_os_str(),
+            "--png".as_ref(),
+            png.as_os_str(),
+        ])
+        .env("DATABASE_URL", postbox_testkit::database_url())
+        .env("REDIS_URL", postbox_testkit::redis_url())
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "bench failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("| relay → BullMQ |"), "{stdout}");
+
+    let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert!(report["cores"].as_u64().unwrap() > 0);
+    assert!(report["timestamp"].is_string() && report["params"]["reps"] == 1);
+    assert_rows(
+        &report,
+        "drain",
+        &[
+            "SQL-only claim+mark",
+            "raw BullMQ add, no PostgreSQL",
+            "relay → BullMQ",
+            "raw Kafka produce, no PostgreSQL",
+            "relay → Kafka",
+        ],
+    );
+    assert_rows(&report, "producer", &["business insert alone"]);
+    assert_rows(&report, "consumer", &["inbox worker, concurrency 32"]);
+    let latency = report["latency"]["rows"].as_array().unwrap();
+    // Direct add, adaptive and statement NOTIFY, and two polling intervals, at two rates.
+    assert_eq!(latency.len(), 10, "{latency:?}");
+    for r in latency {
+        assert!(r["received"].as_u64().unwrap() > 0, "{r}");
+        for p in ["p50_ms", "p95_ms", "p99_ms", "max_ms"] {
+            assert!(r[p]["median"].as_f64().unwrap() > 0.0, "{p}: {r}");
+        }
+    }
+    let health = report["health"]["rows"].as_array().unwrap();
+    assert!(!health.is_empty());
+    for r in health {
+        assert!(r["produced"].as_u64().unwrap() > 0, "{r}");
+        assert!(r["total_bytes"].as_i64().unwrap() > 0, "{r}");
+    }
+
+    let image = std::fs::read(&png).unwrap();
+    assert!(
+        image.starts_with(b"\x89PNG"),
+        "not a PNG: {}",
+        png.display()
+    );
+    assert!(image.len() > 10_000, "a nearly empty chart");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bench_refuses_parameters_it_cannot_run() {
+    for (args, expected) in [
+        (
+            &["latency", "--rates", "100,0"][..],
+            "--rates must be at least 1",
+        ),
+        (
+            &["consumer", "--concurrency", "0"][..],
+            "--concurrency must be at least 1",
+        ),
+        (&["drain", "--reps", "0"][..], "--reps must be at least 1"),
+        (
+            &["latency", "--duration", "0s"][..],
+            "--duration must be longer than 0",
+        ),
+    ] {
+        let out = std::process::Command::new(BIN)
+            .arg("bench")
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains(expected),
+            "{args:?}: {stderr}"
+        );
+    }
+}
