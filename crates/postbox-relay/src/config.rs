@@ -190,7 +190,9 @@ impl std::str::FromStr for SentRows {
         match s {
             "mark" => Ok(SentRows::Mark),
             "delete" => Ok(SentRows::Delete),
-            other => Err(format!("{other:?} is not a sent-row policy: use mark or delete")),
+            other => Err(format!(
+                "{other:?} is not a sent-row policy: use mark or delete"
+            )),
         }
     }
 }

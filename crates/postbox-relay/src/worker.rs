@@ -314,10 +314,7 @@ impl Worker {
                 crate::SentRows::Mark => &self.q.outbox_mark_sent,
                 crate::SentRows::Delete => &self.q.outbox_delete_sent,
             };
-            sqlx::query(done)
-                .bind(&plan.sent)
-                .execute(&mut *tx)
-                .await?;
+            sqlx::query(done).bind(&plan.sent).execute(&mut *tx).await?;
         }
         let retry = Backoff {
             base: self.config.retry_base,

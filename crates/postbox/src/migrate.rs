@@ -176,7 +176,9 @@ pub async fn run(
     };
     sqlx::query(drop).execute(&mut *tx).await?;
     if notify == Notify::Off {
-        sqlx::query(&q.notify_adaptive_drop).execute(&mut *tx).await?;
+        sqlx::query(&q.notify_adaptive_drop)
+            .execute(&mut *tx)
+            .await?;
     }
     if let Some(create) = create {
         sqlx::raw_sql(create).execute(&mut *tx).await?;
