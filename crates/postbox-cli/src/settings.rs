@@ -76,7 +76,7 @@ pub struct Overrides {
     /// Fallback poll period when no NOTIFY arrives [default: 1s].
     #[arg(long, env = "POSTBOX_POLL_INTERVAL", value_parser = duration)]
     pub poll_interval: Option<Duration>,
-    /// After events flowed, poll at this period instead of waiting for a NOTIFY [default: 2ms].
+    /// After events flowed, poll at this period instead of waiting for a NOTIFY [default: 1ms].
     #[arg(long, env = "POSTBOX_BUSY_POLL_INTERVAL", value_parser = duration)]
     pub busy_poll_interval: Option<Duration>,
     /// How long to keep polling after the last event before sleeping until a NOTIFY; 0s: never [default: 10ms].

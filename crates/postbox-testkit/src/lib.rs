@@ -77,6 +77,8 @@ pub struct RedisServer {
     port: u16,
     dir: PathBuf,
     child: Option<Child>,
+    /// TLS only (no plain port), with a self-signed certificate in `dir`.
+    tls: bool,
 }
 
 impl RedisServer {
@@ -89,14 +91,35 @@ impl RedisServer {
             port,
             dir,
             child: None,
+            tls: false,
         };
         s.restart().await;
         s
     }
 
-    /// `redis://127.0.0.1:<port>`.
+    /// Start one that speaks TLS only, with a fresh self-signed certificate.
+    pub async fn start_tls() -> Self {
+        let port = free_port();
+        let dir = std::env::temp_dir().join(format!("postbox-redis-tls-{port}-{}", suffix()));
+        self_signed_cert(&dir);
+        let mut s = RedisServer {
+            port,
+            dir,
+            child: None,
+            tls: true,
+        };
+        s.restart().await;
+        s
+    }
+
+    /// `redis://127.0.0.1:<port>`, or for a TLS server
+    /// `rediss://127.0.0.1:<port>/#insecure` (its certificate is self-signed).
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        if self.tls {
+            format!("rediss://127.0.0.1:{}/#insecure", self.port)
+        } else {
+            format!("redis://127.0.0.1:{}", self.port)
+        }
     }
 
     /// Port.
@@ -107,12 +130,29 @@ impl RedisServer {
     /// (Re)start on the same port and data directory (the AOF is replayed).
     pub async fn restart(&mut self) {
         assert!(self.child.is_none(), "redis-server already running");
+        let port = self.port.to_string();
+        let (cert, key) = (self.dir.join("cert.pem"), self.dir.join("key.pem"));
+        let listen: Vec<&str> = if self.tls {
+            vec![
+                "--port",
+                "0",
+                "--tls-port",
+                &port,
+                "--tls-cert-file",
+                cert.to_str().unwrap(),
+                "--tls-key-file",
+                key.to_str().unwrap(),
+                "--tls-auth-clients",
+                "no",
+            ]
+        } else {
+            vec!["--port", &port]
+        };
         let child = Command::new("redis-server")
+            .args(listen)
             .args([
                 "--bind",
                 "127.0.0.1",
-                "--port",
-                &self.port.to_string(),
                 "--appendonly",
                 "yes",
                 "--save",

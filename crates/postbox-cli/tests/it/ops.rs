@@ -369,3 +369,30 @@ async fn relay_talks_tls_to_postgresql() {
     drop(relay);
     ctx.cleanup().await;
 }
+
+/// `rediss://`: the relay publishes to a Redis that speaks TLS only. (The
+/// pinned `bullmq` crate trusts the public web roots; a self-signed test
+/// certificate needs `#insecure`, a private CA cannot be configured — README.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_publishes_over_redis_tls() {
+    let ctx = Ctx::new("redistls").await;
+    let redis = RedisServer::start_tls().await;
+    assert!(redis.url().starts_with("rediss://"));
+    ctx.produce((1..=5).map(|i| ctx.event("k", i)).collect())
+        .await;
+    let relay = ctx.relay(&redis.url(), &[], &[]);
+    wait_until(LONG, "rows delivered over TLS", || async {
+        ctx.unsent().await == 0
+    })
+    .await;
+    let view = RedisView::new(&redis.url(), &ctx.queue).await;
+    let seen = view.waiting().await;
+    assert_eq!(
+        seen.iter().map(|s| s.2).collect::<Vec<_>>(),
+        vec![1, 2, 3, 4, 5]
+    );
+    // The server has no plain-text port: a redis:// client gets nowhere.
+    assert!(!postbox_testkit::ping(&format!("redis://127.0.0.1:{}", redis.port())).await);
+    drop(relay);
+    ctx.cleanup().await;
+}
