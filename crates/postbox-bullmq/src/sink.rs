@@ -72,8 +72,12 @@ impl BullmqSink {
         Ok(q)
     }
 
-    /// Refuse what BullMQ cannot or should not take, with a reason naming the fix.
-    fn check_event(&self, e: &OutboxEvent) -> Result<(), SinkError> {
+    /// The job data for `e`, built once; or a refusal of what BullMQ cannot or
+    /// should not take, with a reason naming the fix.
+    fn job_for<'a>(
+        &self,
+        e: &'a OutboxEvent,
+    ) -> Result<std::borrow::Cow<'a, serde_json::Value>, SinkError> {
         if e.topic.contains(':') {
             return Err(SinkError::rejected(format!(
                 "topic {:?} is not a valid BullMQ queue name (it contains ':')",
@@ -86,16 +90,17 @@ impl BullmqSink {
                 kind(&e.payload)
             )));
         }
-        let size = serde_json::to_vec(&self.job_data(e))
-            .map(|v| v.len())
-            .unwrap_or(usize::MAX);
+        let data = self.job_data(e);
+        // Counted, not buffered: the crate serialises the data again to send it.
+        let mut size = ByteCount(0);
+        let size = serde_json::to_writer(&mut size, &*data).map_or(usize::MAX, |()| size.0);
         if size > self.config.max_job_bytes {
             return Err(SinkError::rejected(format!(
                 "payload is {size} bytes, over bullmq.max_job_bytes ({})",
                 self.config.max_job_bytes
             )));
         }
-        Ok(())
+        Ok(data)
     }
 }
 
@@ -114,6 +119,19 @@ impl BullmqSink {
             }
             _ => std::borrow::Cow::Borrowed(&e.payload),
         }
+    }
+}
+
+/// A writer that only counts the bytes written to it.
+struct ByteCount(usize);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -179,13 +197,12 @@ impl Sink for BullmqSink {
                     results[i] = Some(Delivery::Failed(SinkError::NotAttempted));
                     continue;
                 }
-                let queue = match self.check_event(e) {
-                    Ok(()) => self.queue(&e.topic).await,
+                let queue = match self.job_for(e) {
+                    Ok(data) => self.queue(&e.topic).await.map(|q| (q, data)),
                     Err(err) => Err(err),
                 };
                 match queue {
-                    Ok(q) => adds.push(async move {
-                        let data = self.job_data(e);
+                    Ok((q, data)) => adds.push(async move {
                         let r = q.add(&e.event, &*data).job_id(e.event_id.to_string()).await;
                         (i, r)
                     }),

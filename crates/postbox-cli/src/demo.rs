@@ -18,22 +18,8 @@ use tokio_util::sync::CancellationToken;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// PostgreSQL URL.
-    #[arg(
-        long,
-        env = "DATABASE_URL",
-        hide_env_values = true,
-        default_value = "postgres://postgres:postgres@127.0.0.1:5432/postgres"
-    )]
-    database_url: String,
-    /// Redis URL.
-    #[arg(
-        long,
-        env = "REDIS_URL",
-        hide_env_values = true,
-        default_value = "redis://127.0.0.1:6379"
-    )]
-    redis_url: String,
+    #[command(flatten)]
+    services: crate::services::Services,
     /// Events to produce.
     #[arg(long, default_value_t = 1000)]
     events: usize,
@@ -77,8 +63,8 @@ impl InboxHandler for Deliveries {
 
 pub async fn run(a: Args) -> Result<(), CliError> {
     let schema = postbox::SchemaName::new(&a.schema)?;
-    let db = Secret::new(a.database_url.clone());
-    let pool = PgPool::connect(&a.database_url)
+    let db = Secret::new(a.services.database_url.clone());
+    let pool = PgPool::connect(&a.services.database_url)
         .await
         .map_err(|e| format!("cannot connect to PostgreSQL at {db}: {e}"))?;
     let queue_name = format!("postbox-demo-{}", std::process::id());
@@ -99,7 +85,7 @@ pub async fn run(a: Args) -> Result<(), CliError> {
     // The relay, embedded here; `postbox relay` runs the same code as a daemon.
     let shutdown = CancellationToken::new();
     let sink = Arc::new(BullmqSink::new(BullmqConfig {
-        redis_url: Secret::new(a.redis_url.clone()),
+        redis_url: Secret::new(a.services.redis_url.clone()),
         ..Default::default()
     })?);
     let relay = Relay::new(
@@ -128,7 +114,7 @@ pub async fn run(a: Args) -> Result<(), CliError> {
         handler.clone(),
         WorkerOptions {
             connection: postbox_bullmq::bullmq::options::RedisConnectionOptions {
-                url: a.redis_url.clone(),
+                url: a.services.redis_url.clone(),
                 ..Default::default()
             },
             concurrency: 1,
@@ -141,7 +127,7 @@ pub async fn run(a: Args) -> Result<(), CliError> {
     .map_err(|e| {
         format!(
             "cannot start the BullMQ worker on {}: {e}",
-            Secret::new(a.redis_url.clone())
+            Secret::new(a.services.redis_url.clone())
         )
     })?;
 
@@ -221,7 +207,7 @@ pub async fn run(a: Args) -> Result<(), CliError> {
         &queue_name,
         QueueOptions {
             connection: postbox_bullmq::bullmq::options::RedisConnectionOptions {
-                url: a.redis_url.clone(),
+                url: a.services.redis_url.clone(),
                 ..Default::default()
             },
             ..Default::default()
@@ -292,7 +278,7 @@ pub async fn run(a: Args) -> Result<(), CliError> {
     let _ = worker.close(5_000).await;
     relay_task.await??;
     let _ = queue.obliterate(true, 1000).await;
-    let mut c = PgConnection::connect(&a.database_url).await?;
+    let mut c = PgConnection::connect(&a.services.database_url).await?;
     let _ = sqlx::raw_sql(&format!("DROP SCHEMA {schema} CASCADE"))
         .execute(&mut c)
         .await;

@@ -7,6 +7,7 @@ mod dlq;
 mod grant;
 mod migrate;
 mod relay;
+mod services;
 mod settings;
 mod status;
 

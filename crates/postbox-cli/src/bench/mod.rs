@@ -52,22 +52,8 @@ pub struct Args {
     /// Benchmark to run; without one: drain, latency, producer and consumer.
     #[arg(value_enum)]
     which: Option<Which>,
-    /// PostgreSQL URL.
-    #[arg(
-        long,
-        env = "DATABASE_URL",
-        hide_env_values = true,
-        default_value = "postgres://postgres:postgres@127.0.0.1:5432/postgres"
-    )]
-    database_url: String,
-    /// Redis URL.
-    #[arg(
-        long,
-        env = "REDIS_URL",
-        hide_env_values = true,
-        default_value = "redis://127.0.0.1:6379"
-    )]
-    redis_url: String,
+    #[command(flatten)]
+    services: crate::services::Services,
     /// Kafka bootstrap servers for the drain benchmark's Kafka rows (skipped without).
     #[arg(long)]
     kafka_brokers: Option<String>,
@@ -189,8 +175,8 @@ impl Args {
             (None, Some(w)) => vec![w],
         };
         let p = Params {
-            database_url: self.database_url.clone(),
-            redis_url: self.redis_url.clone(),
+            database_url: self.services.database_url.clone(),
+            redis_url: self.services.redis_url.clone(),
             kafka_brokers: self.kafka_brokers.clone().filter(|b| !b.is_empty()),
             reps: self.reps.unwrap_or(if q { 1 } else { 3 }),
             events: self.events.unwrap_or(if q { 2000 } else { 100_000 }),

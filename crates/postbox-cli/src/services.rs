@@ -1,0 +1,22 @@
+//! Where PostgreSQL and Redis are, for the commands that start both sides
+//! themselves (`demo`, `bench`): one definition of the flags, env and defaults.
+
+#[derive(clap::Args, Clone)]
+pub struct Services {
+    /// PostgreSQL URL.
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        hide_env_values = true,
+        default_value = "postgres://postgres:postgres@127.0.0.1:5432/postgres"
+    )]
+    pub database_url: String,
+    /// Redis URL.
+    #[arg(
+        long,
+        env = "REDIS_URL",
+        hide_env_values = true,
+        default_value = "redis://127.0.0.1:6379"
+    )]
+    pub redis_url: String,
+}
