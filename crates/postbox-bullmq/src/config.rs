@@ -14,6 +14,22 @@ pub enum PayloadPolicy {
     Any,
 }
 
+/// How the sink sends a batch to Redis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PublishMode {
+    /// The whole batch as one `MULTI`/`EXEC` transaction of BullMQ's own add
+    /// scripts (the crate's atomic bulk add): two round trips per batch, and
+    /// Redis runs all of it or none of it, in order. On an error inside the
+    /// transaction the batch is sent again in `waves` to learn which jobs
+    /// failed (adds of existing jobIds are no-ops).
+    #[default]
+    Transaction,
+    /// One event per key per awaited round trip (a batch of depth *d* per key
+    /// takes *d* round trips); Redis runs other clients' commands in between.
+    Waves,
+}
+
 /// BullMQ sink settings.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -36,6 +52,9 @@ pub struct BullmqConfig {
     /// Default: `_trace`. (Job options would be the natural place, as Node's
     /// `opts.telemetry`, but the pinned `bullmq` crate cannot write them.)
     pub trace_field: String,
+    /// How a batch is sent: `transaction` (one `MULTI`/`EXEC` per batch) or
+    /// `waves` (one round trip per event depth of a key). Default: `transaction`.
+    pub publish: PublishMode,
 }
 
 impl Default for BullmqConfig {
@@ -46,6 +65,7 @@ impl Default for BullmqConfig {
             payload: PayloadPolicy::Object,
             max_job_bytes: 1 << 20,
             trace_field: crate::TRACE_FIELD.into(),
+            publish: PublishMode::Transaction,
         }
     }
 }

@@ -9,7 +9,7 @@ mod config;
 mod sink;
 mod worker;
 
-pub use config::{BullmqConfig, PayloadPolicy};
+pub use config::{BullmqConfig, PayloadPolicy, PublishMode};
 pub use sink::BullmqSink;
 pub use worker::{inbox_worker, trace_context, InboxHandler, InboxOutcome};
 

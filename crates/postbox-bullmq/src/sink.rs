@@ -4,11 +4,16 @@
 //! Idempotence comes from BullMQ itself: adding a jobId that exists is a no-op,
 //! so a batch republished after a relay crash creates no second job (as long
 //! as completed jobs are kept longer than a relay takes to restart; see README).
-//! Order comes from publishing in waves (one event per key per wave, awaited).
+//! Order: by default a batch goes as one `MULTI`/`EXEC` transaction, which
+//! Redis runs in order and all-or-nothing; with `publish = "waves"` (and to
+//! find out which jobs an error inside a transaction hit) one event per key per
+//! awaited wave.
 
-use crate::{BullmqConfig, PayloadPolicy};
+use crate::{BullmqConfig, PayloadPolicy, PublishMode};
 use bullmq::redis_connection::RedisConnection;
-use bullmq::{options::RedisConnectionOptions, Queue, QueueOptions};
+use bullmq::{
+    options::RedisConnectionOptions, FlowJob, FlowProducer, JobOptions, Queue, QueueOptions,
+};
 use postbox_relay::{waves, Delivery, OutboxEvent, Sink, SinkError};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -20,6 +25,8 @@ pub struct BullmqSink {
     /// Opened on first use, so the relay starts (and keeps rows safe) while Redis is down.
     conn: Mutex<Option<RedisConnection>>,
     queues: Mutex<HashMap<String, Arc<Queue>>>,
+    /// The crate's atomic bulk adder, on the same connection (opened with it).
+    flow: Mutex<Option<Arc<FlowProducer>>>,
 }
 
 impl BullmqSink {
@@ -30,6 +37,7 @@ impl BullmqSink {
             config,
             conn: Mutex::new(None),
             queues: Mutex::new(HashMap::new()),
+            flow: Mutex::new(None),
         })
     }
 
@@ -52,6 +60,95 @@ impl BullmqSink {
             })?;
         *slot = Some(conn.clone());
         Ok(conn)
+    }
+
+    async fn flow_producer(&self) -> Result<Arc<FlowProducer>, SinkError> {
+        if let Some(f) = self.flow.lock().await.as_ref() {
+            return Ok(f.clone());
+        }
+        let conn = self.connection().await?;
+        let f = Arc::new(
+            FlowProducer::with_connection(conn, Some(self.config.prefix.clone()))
+                .map_err(|e| classify(e, "cannot set up the BullMQ bulk adder"))?,
+        );
+        *self.flow.lock().await = Some(f.clone());
+        Ok(f)
+    }
+
+    /// Forget the connection: the next attempt opens a fresh one.
+    async fn reset(&self) {
+        *self.conn.lock().await = None;
+        self.queues.lock().await.clear();
+        *self.flow.lock().await = None;
+    }
+
+    /// The whole batch in one `MULTI`/`EXEC`. `None` when the batch must go in
+    /// waves instead: an event the sink refuses (its key must stop there), a
+    /// key whose events go to more than one queue, or an error reply inside
+    /// the transaction (only waves tell which job it was).
+    ///
+    /// Why per-key order holds: Redis runs the transaction's adds in batch
+    /// order with nothing in between, and what can make an add fail inside it
+    /// (out of memory, a queue's keys of the wrong type, a missing script) is
+    /// the same for every add to one queue. So a later event of a key can
+    /// only have succeeded where an earlier one failed if they went to
+    /// different queues, and such batches are sent in waves.
+    async fn publish_transaction(&self, batch: &[OutboxEvent]) -> Option<Vec<Delivery>> {
+        let mut queue_of: HashMap<&str, &str> = HashMap::new();
+        for e in batch {
+            if let Some(k) = e.key.as_deref() {
+                if *queue_of.entry(k).or_insert(e.topic.as_str()) != e.topic.as_str() {
+                    return None;
+                }
+            }
+        }
+        let mut flows = Vec::with_capacity(batch.len());
+        for e in batch {
+            let data = self.job_for(e).ok()?;
+            flows.push(FlowJob {
+                name: e.event.clone(),
+                queue_name: e.topic.clone(),
+                data: data.into_owned(),
+                opts: Some(JobOptions {
+                    job_id: Some(e.event_id.to_string()),
+                    ..Default::default()
+                }),
+                prefix: None,
+                children: None,
+            });
+        }
+        let flow = match self.flow_producer().await {
+            Ok(f) => f,
+            Err(err) => return Some(self.all_failed(batch, err).await),
+        };
+        match flow.add_bulk(flows).await {
+            Ok(_) => Some(batch.iter().map(|_| Delivery::Delivered).collect()),
+            Err(e) if is_connection_error(&e) => {
+                let err = classify(
+                    e,
+                    &format!("adding {} jobs in one transaction", batch.len()),
+                );
+                Some(self.all_failed(batch, err).await)
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "error inside the BullMQ transaction; sending the batch again in waves");
+                None
+            }
+        }
+    }
+
+    /// Every event failed with `err` (a connection-level failure): the first
+    /// event of each key carries it, the rest were not attempted.
+    async fn all_failed(&self, batch: &[OutboxEvent], err: SinkError) -> Vec<Delivery> {
+        self.reset().await;
+        let mut err = Some(err);
+        batch
+            .iter()
+            .map(|_| match err.take() {
+                Some(e) => Delivery::Failed(e),
+                None => Delivery::Failed(SinkError::NotAttempted),
+            })
+            .collect()
     }
 
     async fn queue(&self, name: &str) -> Result<Arc<Queue>, SinkError> {
@@ -178,6 +275,20 @@ fn classify(e: bullmq::Error, context: &str) -> SinkError {
     }
 }
 
+/// The connection itself failed (nothing or everything of a transaction ran;
+/// either way another attempt is safe), as opposed to an error reply.
+fn is_connection_error(e: &bullmq::Error) -> bool {
+    match e {
+        bullmq::Error::Redis(r) => {
+            r.is_io_error()
+                || r.is_timeout()
+                || r.is_connection_dropped()
+                || r.is_connection_refusal()
+        }
+        _ => false,
+    }
+}
+
 #[async_trait::async_trait]
 impl Sink for BullmqSink {
     fn name(&self) -> &'static str {
@@ -185,6 +296,22 @@ impl Sink for BullmqSink {
     }
 
     async fn publish(&self, batch: &[OutboxEvent]) -> Vec<Delivery> {
+        if self.config.publish == PublishMode::Transaction && batch.len() > 1 {
+            if let Some(results) = self.publish_transaction(batch).await {
+                return results;
+            }
+        }
+        self.publish_waves(batch).await
+    }
+
+    async fn check(&self) -> Result<(), SinkError> {
+        let conn = self.connection().await?;
+        conn.ping().await.map_err(|e| classify(e, "Redis PING"))
+    }
+}
+
+impl BullmqSink {
+    async fn publish_waves(&self, batch: &[OutboxEvent]) -> Vec<Delivery> {
         let mut results: Vec<Option<Delivery>> = batch.iter().map(|_| None).collect();
         let mut stopped: HashSet<&str> = HashSet::new();
         let mut broker_down = false;
@@ -239,17 +366,11 @@ impl Sink for BullmqSink {
             // Start the next attempt on a fresh connection: the connection
             // manager's own reconnect backoff (up to seconds) would otherwise
             // hold delivery back well after Redis is reachable again.
-            *self.conn.lock().await = None;
-            self.queues.lock().await.clear();
+            self.reset().await;
         }
         results
             .into_iter()
             .map(|r| r.unwrap_or(Delivery::Failed(SinkError::NotAttempted)))
             .collect()
-    }
-
-    async fn check(&self) -> Result<(), SinkError> {
-        let conn = self.connection().await?;
-        conn.ping().await.map_err(|e| classify(e, "Redis PING"))
     }
 }

@@ -2,7 +2,7 @@
 
 use crate::CliError;
 use humantime_serde::re::humantime;
-use postbox_bullmq::{BullmqConfig, PayloadPolicy};
+use postbox_bullmq::{BullmqConfig, PayloadPolicy, PublishMode};
 use postbox_kafka::KafkaConfig;
 use postbox_relay::{Config, Secret};
 use serde::Deserialize;
@@ -118,6 +118,9 @@ pub struct Overrides {
     /// Accepted BullMQ job data: object or any [default: object].
     #[arg(long, env = "POSTBOX_BULLMQ_PAYLOAD", value_parser = parse_payload)]
     pub bullmq_payload: Option<PayloadPolicy>,
+    /// How the BullMQ sink sends a batch: transaction (one MULTI/EXEC) or waves (one round trip per event of a key) [default: transaction].
+    #[arg(long, env = "POSTBOX_BULLMQ_PUBLISH", value_parser = parse_publish)]
+    pub bullmq_publish: Option<PublishMode>,
     /// Largest BullMQ job data in bytes [default: 1048576].
     #[arg(long, env = "POSTBOX_BULLMQ_MAX_JOB_BYTES")]
     pub bullmq_max_job_bytes: Option<usize>,
@@ -166,6 +169,14 @@ fn parse_payload(s: &str) -> Result<PayloadPolicy, String> {
         "object" => Ok(PayloadPolicy::Object),
         "any" => Ok(PayloadPolicy::Any),
         _ => Err(format!("{s:?}: use object or any")),
+    }
+}
+
+fn parse_publish(s: &str) -> Result<PublishMode, String> {
+    match s {
+        "transaction" => Ok(PublishMode::Transaction),
+        "waves" => Ok(PublishMode::Waves),
+        _ => Err(format!("{s:?}: use transaction or waves")),
     }
 }
 
@@ -231,6 +242,9 @@ impl Settings {
         }
         if let Some(v) = o.bullmq_payload {
             b.payload = v;
+        }
+        if let Some(v) = o.bullmq_publish {
+            b.publish = v;
         }
         if let Some(v) = o.bullmq_max_job_bytes {
             b.max_job_bytes = v;

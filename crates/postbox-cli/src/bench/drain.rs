@@ -8,7 +8,7 @@ use crate::CliError;
 use futures::stream::{FuturesUnordered, StreamExt};
 use postbox::migrate::Notify;
 use postbox_bullmq::bullmq::BulkJob;
-use postbox_bullmq::{BullmqConfig, BullmqSink};
+use postbox_bullmq::{BullmqConfig, BullmqSink, PublishMode};
 use postbox_kafka::rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use postbox_kafka::rdkafka::client::DefaultClientContext;
 use postbox_kafka::rdkafka::config::ClientConfig;
@@ -22,6 +22,8 @@ use tokio_util::sync::CancellationToken;
 
 const SQL_ONLY: &str = "SQL-only claim+mark";
 const RAW_BULLMQ: &str = "raw BullMQ add, no PostgreSQL";
+const BULLMQ: &str = "relay → BullMQ (transaction)";
+const BULLMQ_WAVES: &str = "relay → BullMQ (waves)";
 const RAW_KAFKA: &str = "raw Kafka produce, no PostgreSQL";
 /// Partitions of the bench's Kafka topics (one per relay worker by default).
 const KAFKA_PARTITIONS: i32 = 4;
@@ -37,6 +39,7 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
     );
     let mut sql_only = Vec::new();
     let (mut bullmq, mut raw_bullmq) = (Vec::new(), Vec::new());
+    let mut bullmq_waves = Vec::new();
     let (mut kafka, mut raw_kafka) = (Vec::new(), Vec::new());
     for rep in 1..=p.reps {
         let r = drain(ctx, Arc::new(NullSink), "bench").await?;
@@ -50,8 +53,19 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
         })?;
         let r = drain(ctx, Arc::new(sink), &queue).await?;
         ctx.obliterate(&queue).await?;
-        say(rep, "relay → BullMQ", r);
+        say(rep, BULLMQ, r);
         bullmq.push(r);
+
+        let queue = ctx.queue_name(&format!("waves-{rep}"));
+        let sink = BullmqSink::new(BullmqConfig {
+            redis_url: Secret::new(p.redis_url.clone()),
+            publish: PublishMode::Waves,
+            ..Default::default()
+        })?;
+        let r = drain(ctx, Arc::new(sink), &queue).await?;
+        ctx.obliterate(&queue).await?;
+        say(rep, BULLMQ_WAVES, r);
+        bullmq_waves.push(r);
 
         let queue = ctx.queue_name(&format!("raw-{rep}"));
         let r = raw_bullmq_rate(ctx, &queue).await?;
@@ -87,7 +101,8 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
     );
     s.baseline(SQL_ONLY, sql_only);
     s.baseline(RAW_BULLMQ, raw_bullmq);
-    s.measured("relay → BullMQ", bullmq, &[SQL_ONLY, RAW_BULLMQ]);
+    s.measured(BULLMQ, bullmq, &[SQL_ONLY, RAW_BULLMQ]);
+    s.measured(BULLMQ_WAVES, bullmq_waves, &[SQL_ONLY, RAW_BULLMQ]);
     if p.kafka_brokers.is_some() {
         s.baseline(RAW_KAFKA, raw_kafka);
         s.measured("relay → Kafka", kafka, &[SQL_ONLY, RAW_KAFKA]);

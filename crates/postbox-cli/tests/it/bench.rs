@@ -56,7 +56,10 @@ async fn bench_all_quick_writes_every_figure_and_the_chart() {
         "bench failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("| relay → BullMQ |"), "{stdout}");
+    assert!(
+        stdout.contains("| relay → BullMQ (transaction) |"),
+        "{stdout}"
+    );
 
     let report: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert!(report["cores"].as_u64().unwrap() > 0);
@@ -67,7 +70,8 @@ async fn bench_all_quick_writes_every_figure_and_the_chart() {
         &[
             "SQL-only claim+mark",
             "raw BullMQ add, no PostgreSQL",
-            "relay → BullMQ",
+            "relay → BullMQ (transaction)",
+            "relay → BullMQ (waves)",
             "raw Kafka produce, no PostgreSQL",
             "relay → Kafka",
         ],

@@ -14,6 +14,7 @@ mod migrate;
 mod node_interop;
 mod ops;
 mod producer;
+mod publish_modes;
 mod redis_outage;
 mod relay_order;
 mod status;
