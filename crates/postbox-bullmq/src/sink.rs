@@ -15,6 +15,7 @@ use bullmq::{
     options::RedisConnectionOptions, FlowJob, FlowProducer, JobOptions, Queue, QueueOptions,
 };
 use postbox_relay::{waves, Delivery, OutboxEvent, Sink, SinkError};
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use tokio::sync::Mutex;
@@ -82,10 +83,11 @@ impl BullmqSink {
         *self.flow.lock().await = None;
     }
 
-    /// The whole batch in one `MULTI`/`EXEC`. `None` when the batch must go in
-    /// waves instead: an event the sink refuses (its key must stop there), a
-    /// key whose events go to more than one queue, or an error reply inside
-    /// the transaction (only waves tell which job it was).
+    /// The whole batch in one `MULTI`/`EXEC`. `None` when the batch goes in
+    /// waves instead: no key appears twice (a single wave is quicker), an
+    /// event the sink refuses (its key must stop there), a key whose events go
+    /// to more than one queue, or an error reply inside the transaction (only
+    /// waves tell which job it was).
     ///
     /// Why per-key order holds: Redis runs the transaction's adds in batch
     /// order with nothing in between, and what can make an add fail inside it
@@ -94,13 +96,23 @@ impl BullmqSink {
     /// only have succeeded where an earlier one failed if they went to
     /// different queues, and such batches are sent in waves.
     async fn publish_transaction(&self, batch: &[OutboxEvent]) -> Option<Vec<Delivery>> {
-        let mut queue_of: HashMap<&str, &str> = HashMap::new();
+        let mut queue_of: HashMap<&str, &str> = HashMap::with_capacity(batch.len());
+        let mut deep = false;
         for e in batch {
             if let Some(k) = e.key.as_deref() {
-                if *queue_of.entry(k).or_insert(e.topic.as_str()) != e.topic.as_str() {
-                    return None;
+                match queue_of.entry(k) {
+                    Entry::Vacant(v) => {
+                        v.insert(e.topic.as_str());
+                    }
+                    Entry::Occupied(o) if *o.get() == e.topic.as_str() => deep = true,
+                    Entry::Occupied(_) => return None,
                 }
             }
+        }
+        if !deep {
+            // One wave holds the whole batch: one round trip, fewer than the
+            // transaction's two (script load + MULTI/EXEC).
+            return None;
         }
         let mut flows = Vec::with_capacity(batch.len());
         for e in batch {
@@ -296,7 +308,7 @@ impl Sink for BullmqSink {
     }
 
     async fn publish(&self, batch: &[OutboxEvent]) -> Vec<Delivery> {
-        if self.config.publish == PublishMode::Transaction && batch.len() > 1 {
+        if self.config.publish == PublishMode::Transaction {
             if let Some(results) = self.publish_transaction(batch).await {
                 return results;
             }
