@@ -76,6 +76,17 @@ ensure_postgres() {
   export DATABASE_URL="postgres://postgres:postgres@127.0.0.1:5432/$dbname"
 }
 
+# initdb and pg_ctl for tests that run a PostgreSQL cluster of their own (the
+# `--notify logical` tests need wal_level = logical, which the shared server
+# must not be switched to; chaos's pg-immediate-stop): Debian's server package,
+# also when DATABASE_URL points elsewhere. They run it as the postgres OS user
+# when run as root.
+ensure_initdb() {
+  if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    apt_install postgresql
+  fi
+}
+
 # Redis: use REDIS_URL if set; otherwise a local server on 127.0.0.1:6379.
 # redis-server is installed either way: tests start throwaway instances of it.
 ensure_redis() {

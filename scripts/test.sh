@@ -3,6 +3,7 @@
 source "$(dirname "$0")/lib.sh"
 ensure_rust
 ensure_postgres postbox_test
+ensure_initdb
 ensure_redis
 ensure_node_peers
 ensure_chromium

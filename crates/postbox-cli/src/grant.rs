@@ -47,5 +47,26 @@ pub async fn run(a: Args) -> Result<(), CliError> {
         a.kind,
         role.as_str()
     );
+    if a.kind == Kind::Relay {
+        // `--notify logical` needs a role attribute only a superuser can give.
+        let q = postbox::sql::Queries::new(&schema);
+        let logical: bool = sqlx::query_scalar(&q.publication_exists)
+            .bind(schema.as_str())
+            .fetch_one(&mut conn)
+            .await?;
+        let replication: bool = sqlx::query_scalar(
+            "SELECT rolreplication OR rolsuper FROM pg_catalog.pg_roles WHERE rolname = $1",
+        )
+        .bind(role.as_str())
+        .fetch_optional(&mut conn)
+        .await?
+        .unwrap_or(false);
+        if logical && !replication {
+            println!(
+                "note: schema {schema} uses `--notify logical`: the relay's role also needs the REPLICATION attribute; as a superuser: ALTER ROLE {} REPLICATION (until then the relay polls)",
+                role.as_str()
+            );
+        }
+    }
     Ok(())
 }

@@ -14,7 +14,9 @@ pub struct Args {
     #[arg(long = "schema", required = true)]
     schemas: Vec<String>,
     /// Relay wake-up: `statement` (a NOTIFY per producer statement), `adaptive` (a NOTIFY
-    /// only while the relay worker of the row's partition sleeps) or `off` (polling only).
+    /// only while the relay worker of the row's partition sleeps), `logical` (no trigger: a
+    /// publication of the outbox's inserts the relay follows by logical decoding; needs
+    /// wal_level = logical and a relay role with REPLICATION) or `off` (polling only).
     #[arg(long, default_value = "adaptive")]
     notify: Notify,
     /// Print the SQL instead of applying it (for your own migration tool).

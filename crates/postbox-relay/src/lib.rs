@@ -1,7 +1,7 @@
 //! The postbox relay: moves committed outbox rows to a broker, per-key ordered,
 //! holding nothing unsent only in memory.
 //!
-//! Loop per worker (DESIGN.md §4): wake (NOTIFY or poll) → claim a batch of the
+//! Loop per worker (DESIGN.md §4): wake (NOTIFY, logical decoding or poll) → claim a batch of the
 //! partitions it owns (`FOR UPDATE`) → publish through a [`Sink`] and await the
 //! broker's acknowledgement → mark sent / record failures → COMMIT. A crash at
 //! any point leaves the rows in the outbox; the next owner republishes them and
@@ -17,6 +17,7 @@ mod router;
 mod sink;
 mod stats;
 mod wake;
+mod wake_logical;
 mod worker;
 
 pub use backoff::Backoff;

@@ -1,7 +1,8 @@
-//! The relay as a whole: one listener plus `workers` worker sessions per schema,
+//! The relay as a whole: one listener, one logical-decoding session when a
+//! schema has `--notify logical`, plus `workers` worker sessions per schema,
 //! all stopped by one shutdown token.
 
-use crate::{wake, worker::Worker, Config, ConfigError, Sink, Stats};
+use crate::{wake, wake_logical, worker::Worker, Config, ConfigError, Sink, Stats};
 use sqlx::Connection;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -125,6 +126,21 @@ impl Relay {
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), RelayError> {
         self.preflight().await?;
         let schemas = self.config.validate()?;
+        let logical = {
+            let url = &self.config.database_url;
+            let connect_error = |source| RelayError::Connect {
+                url: url.redacted(),
+                source,
+            };
+            let mut conn = sqlx::PgConnection::connect(url.expose())
+                .await
+                .map_err(connect_error)?;
+            let found = wake_logical::published(&mut conn, &schemas)
+                .await
+                .map_err(connect_error)?;
+            let _ = conn.close().await;
+            found
+        };
         let config = Arc::new(self.config);
         let instance: Arc<str> = format!(
             "postbox-relay:{}:{}",
@@ -158,6 +174,21 @@ impl Relay {
             schemas.clone(),
             shutdown.clone(),
         ));
+        if !logical.is_empty() {
+            let logical_wakers = logical
+                .iter()
+                .filter_map(|s| Some((s.to_string(), wakers.get(s.as_str())?.clone())))
+                .collect();
+            tasks.spawn(wake_logical::follow(
+                config.clone(),
+                format!("{instance}:logical"),
+                logical.clone(),
+                logical_wakers,
+                shutdown.clone(),
+            ));
+        }
+        // Every schema, logical ones too: no trigger NOTIFYs for those, but a
+        // schema switched to a NOTIFY policy while the relay runs is served.
         tasks.spawn(wake::listen(
             config.database_url.clone(),
             format!("{instance}:listen"),
@@ -167,6 +198,7 @@ impl Relay {
         tracing::info!(
             %instance,
             schemas = ?schemas,
+            logical = ?logical,
             workers = config.workers,
             sink = self.sink.name(),
             "relay started"

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 pub(crate) type WakeTx = watch::Sender<u64>;
 pub(crate) type WakeRx = watch::Receiver<u64>;
 
-fn bump(tx: &WakeTx) {
+pub(crate) fn bump(tx: &WakeTx) {
     tx.send_modify(|n| *n = n.wrapping_add(1));
 }
 

@@ -559,3 +559,184 @@ pub async fn http_get(url: &str) -> std::io::Result<(u16, String)> {
         .unwrap_or(0);
     Ok((status, body.to_owned()))
 }
+
+/// A test-owned PostgreSQL cluster with `wal_level = logical`, for tests of
+/// `--notify logical`: the shared server must not be reconfigured or
+/// restarted, so these get a server of their own. `initdb` into a temporary
+/// directory (Debian's `/usr/lib/postgresql/<newest>/bin`, from the
+/// `postgresql` package `./scripts/test.sh` installs), trust authentication
+/// on 127.0.0.1 only, a free port, `fsync = off`. initdb refuses to run as
+/// root, so as root it runs as the `postgres` OS user. Dropping it stops the
+/// server and removes the directory.
+pub struct PgCluster {
+    dir: PathBuf,
+    bin: PathBuf,
+    port: u16,
+    as_postgres: bool,
+}
+
+impl PgCluster {
+    /// initdb, configure for logical decoding, start, and wait until it
+    /// accepts connections. Panics with the server's log if anything fails.
+    pub async fn start_logical() -> Self {
+        let bin = postgres_bin_dir();
+        let port = free_port();
+        let dir = std::env::temp_dir().join(format!("postbox-pg-{port}-{}", suffix()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let as_postgres = running_as_root();
+        // From here on, Drop cleans up.
+        let c = PgCluster {
+            dir,
+            bin,
+            port,
+            as_postgres,
+        };
+        if as_postgres {
+            c.run(Command::new("chown").arg("postgres:postgres").arg(&c.dir))
+                .await;
+        }
+        c.run(c.command("initdb").arg("-D").arg(c.data()).args([
+            "-A",
+            "trust",
+            "-U",
+            "postgres",
+            "-E",
+            "UTF8",
+            "--locale=C",
+            "--no-sync",
+        ]))
+        .await;
+        let conf = format!(
+            "\n# postbox-testkit\nlisten_addresses = '127.0.0.1'\nport = {port}\nunix_socket_directories = '{}'\n\
+             wal_level = logical\nmax_wal_senders = 20\nmax_replication_slots = 20\n\
+             fsync = off\nfull_page_writes = off\nmax_connections = 100\n",
+            c.dir.display()
+        );
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(c.data().join("postgresql.conf"))
+            .and_then(|mut f| f.write_all(conf.as_bytes()))
+            .expect("append to postgresql.conf");
+        // -w: pg_ctl returns once the server accepts connections.
+        c.run(
+            c.command("pg_ctl")
+                .arg("-D")
+                .arg(c.data())
+                .arg("-l")
+                .arg(c.dir.join("log"))
+                .args(["-w", "-t", "60", "start"]),
+        )
+        .await;
+        let url = c.url();
+        wait_until(
+            Duration::from_secs(30),
+            "the private PostgreSQL to accept connections",
+            || {
+                let url = url.clone();
+                async move {
+                    use sqlx::Connection;
+                    sqlx::PgConnection::connect(&url).await.is_ok()
+                }
+            },
+        )
+        .await;
+        c
+    }
+
+    /// The superuser's URL (no password: trust on 127.0.0.1).
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// Port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The server's log so far (for assertion messages).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("log")).unwrap_or_default()
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    fn command(&self, program: &str) -> Command {
+        let program = self.bin.join(program);
+        if self.as_postgres {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(program);
+            c
+        } else {
+            Command::new(program)
+        }
+    }
+
+    /// Run to completion (bounded); panic with its output and the log.
+    async fn run(&self, cmd: &mut Command) {
+        let what = format!("{cmd:?}");
+        let mut cmd = tokio::process::Command::from(std::mem::replace(cmd, Command::new("true")));
+        cmd.stdin(Stdio::null()).kill_on_drop(true);
+        let out = tokio::time::timeout(Duration::from_secs(90), cmd.output())
+            .await
+            .unwrap_or_else(|_| panic!("{what} did not finish within 90 s"))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(
+            out.status.success(),
+            "{what} failed ({}):\n{}{}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            self.log()
+        );
+    }
+}
+
+impl Drop for PgCluster {
+    fn drop(&mut self) {
+        if self.data().join("postmaster.pid").exists() {
+            let _ = self
+                .command("pg_ctl")
+                .arg("-D")
+                .arg(self.data())
+                .args(["-w", "-m", "immediate", "stop"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Whether this process runs as root (initdb must then run as `postgres`).
+fn running_as_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}
+
+/// The newest `/usr/lib/postgresql/<version>/bin` that has initdb.
+fn postgres_bin_dir() -> PathBuf {
+    let root = std::path::Path::new("/usr/lib/postgresql");
+    let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir(root)
+        .unwrap_or_else(|e| {
+            panic!(
+                "{}: {e}: PostgreSQL's server binaries (initdb) are missing; \
+                 ./scripts/test.sh installs Debian's postgresql package",
+                root.display()
+            )
+        })
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let v: u32 = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("initdb").exists().then_some((v, bin))
+        })
+        .collect();
+    found.sort();
+    found
+        .pop()
+        .map(|(_, b)| b)
+        .unwrap_or_else(|| panic!("no initdb under {}/*/bin", root.display()))
+}

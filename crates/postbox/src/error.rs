@@ -54,6 +54,14 @@ pub enum Error {
         /// The unknown version.
         version: i32,
     },
+    /// `--notify logical` on a server without logical decoding.
+    #[error("schema {schema:?}: `--notify logical` needs the server setting wal_level = logical, but this server has wal_level = {found}. A superuser can run `ALTER SYSTEM SET wal_level = logical` and then restart PostgreSQL (the setting takes effect only at server start); nothing was changed, the schema keeps its current wake-up policy")]
+    WalLevelNotLogical {
+        /// Schema.
+        schema: String,
+        /// The server's `wal_level`.
+        found: String,
+    },
     /// A database error.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),

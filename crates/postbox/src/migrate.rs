@@ -74,7 +74,15 @@ pub enum Notify {
     /// producers it kept about twice the commit rate of `Statement`.
     #[default]
     Adaptive,
+    /// No trigger: a publication of the outbox's inserts
+    /// ([`publication_name`]) that the relay follows by logical decoding
+    /// (pgoutput, one temporary replication slot per relay process). Producers
+    /// pay no NOTIFY; needs `wal_level = logical` and a relay role with the
+    /// REPLICATION attribute.
+    Logical,
 }
+
+pub use crate::sql::publication_name;
 
 impl std::str::FromStr for Notify {
     type Err = String;
@@ -83,8 +91,9 @@ impl std::str::FromStr for Notify {
             "statement" => Ok(Notify::Statement),
             "off" => Ok(Notify::Off),
             "adaptive" => Ok(Notify::Adaptive),
+            "logical" => Ok(Notify::Logical),
             other => Err(format!(
-                "unknown notify policy {other:?}: use \"statement\", \"adaptive\" or \"off\""
+                "unknown notify policy {other:?}: use \"statement\", \"adaptive\", \"logical\" or \"off\""
             )),
         }
     }
@@ -102,7 +111,9 @@ pub struct Report {
 /// Create or upgrade the postbox tables in `schema`, then set the wake-up policy.
 ///
 /// Safe to run concurrently and repeatedly: an advisory lock serialises runs,
-/// applied versions are skipped, and a changed migration is an error.
+/// applied versions are skipped, and a changed migration is an error. One
+/// transaction: on any error (e.g. [`Error::WalLevelNotLogical`] for
+/// [`Notify::Logical`]) nothing changes.
 pub async fn run(
     conn: &mut PgConnection,
     schema: &SchemaName,
@@ -114,6 +125,19 @@ pub async fn run(
         .bind(schema.as_str())
         .execute(&mut *tx)
         .await?;
+    if notify == Notify::Logical {
+        // CREATE PUBLICATION would only warn; without logical decoding the
+        // relay could never follow it. Refuse before changing anything.
+        let found: String = sqlx::query_scalar(&q.server_wal_level)
+            .fetch_one(&mut *tx)
+            .await?;
+        if found != "logical" {
+            return Err(Error::WalLevelNotLogical {
+                schema: schema.to_string(),
+                found,
+            });
+        }
+    }
     let exists: bool = sqlx::query_scalar(&q.schema_namespace_exists)
         .bind(schema.as_str())
         .fetch_one(&mut *tx)
@@ -168,20 +192,46 @@ pub async fn run(
             .await?;
         report.applied.push(m.version);
     }
-    // Exactly one wake-up trigger (or none) is left in place.
-    let (drop, create) = match notify {
-        Notify::Statement => (&q.notify_adaptive_drop, Some(&q.notify_trigger_create)),
-        Notify::Adaptive => (&q.notify_trigger_drop, Some(&q.notify_adaptive_create)),
-        Notify::Off => (&q.notify_trigger_drop, None),
-    };
-    sqlx::query(drop).execute(&mut *tx).await?;
-    if notify == Notify::Off {
-        sqlx::query(&q.notify_adaptive_drop)
-            .execute(&mut *tx)
-            .await?;
-    }
-    if let Some(create) = create {
-        sqlx::raw_sql(create).execute(&mut *tx).await?;
+    // Exactly one wake-up mechanism (a trigger, the publication, or none) is
+    // left in place.
+    match notify {
+        Notify::Statement => {
+            sqlx::query(&q.notify_adaptive_drop)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query(&q.notify_logical_drop)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::raw_sql(&q.notify_trigger_create)
+                .execute(&mut *tx)
+                .await?;
+        }
+        Notify::Adaptive => {
+            sqlx::query(&q.notify_trigger_drop)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query(&q.notify_logical_drop)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::raw_sql(&q.notify_adaptive_create)
+                .execute(&mut *tx)
+                .await?;
+        }
+        Notify::Off => {
+            for drop in [
+                &q.notify_trigger_drop,
+                &q.notify_adaptive_drop,
+                &q.notify_logical_drop,
+            ] {
+                sqlx::query(drop).execute(&mut *tx).await?;
+            }
+        }
+        Notify::Logical => {
+            // Drops both triggers, then (re)creates the publication.
+            sqlx::raw_sql(&q.notify_logical_create)
+                .execute(&mut *tx)
+                .await?;
+        }
     }
     tx.commit().await?;
     Ok(report)
@@ -237,5 +287,18 @@ mod tests {
             assert!(m.name.starts_with(&format!("{:04}_", m.version)));
             assert!(m.sql.contains("s."), "{}", m.name);
         }
+    }
+
+    #[test]
+    fn notify_policies_parse() {
+        for (text, n) in [
+            ("statement", Notify::Statement),
+            ("adaptive", Notify::Adaptive),
+            ("logical", Notify::Logical),
+            ("off", Notify::Off),
+        ] {
+            assert_eq!(text.parse::<Notify>().unwrap(), n);
+        }
+        assert!("wal".parse::<Notify>().unwrap_err().contains("\"logical\""));
     }
 }

@@ -1,8 +1,10 @@
 //! The SQL postbox runs, rendered for one schema.
 //!
 //! Every statement lives in `sql/queries/*.sql` or `sql/migrations/*.sql` (one
-//! place to review locking and indexes); `{schema}` is the only placeholder,
-//! filled with a validated [`SchemaName`]. Everything else is a bind parameter.
+//! place to review locking and indexes); `{schema}` is the placeholder, filled
+//! with a validated [`SchemaName`], and `{publication}` the schema's
+//! publication name derived from it ([`publication_name`]). Everything else
+//! is a bind parameter.
 
 use crate::SchemaName;
 
@@ -40,6 +42,10 @@ queries!(
     notify_trigger_create,
     notify_adaptive_create,
     notify_adaptive_drop,
+    notify_logical_create,
+    notify_logical_drop,
+    publication_exists,
+    server_wal_level,
     outbox_wakeup_arm,
     outbox_wakeup_disarm,
     outbox_wakeup_fence,
@@ -69,9 +75,31 @@ queries!(
     status_relays,
 );
 
-/// Fill the `{schema}` placeholder. `schema` is validated, so this is safe.
+/// Fill the `{schema}` and `{publication}` placeholders. `schema` is
+/// validated, so this is safe.
 pub fn render(template: &str, schema: &SchemaName) -> String {
-    template.replace("{schema}", schema.as_str())
+    template
+        .replace("{schema}", schema.as_str())
+        .replace("{publication}", &publication_name(schema))
+}
+
+/// The publication `--notify logical` creates for `schema`'s outbox:
+/// `postbox_<schema>_outbox`, or, when that would pass PostgreSQL's 63-byte
+/// identifier limit (which would truncate it, and two long schema names could
+/// then share one), `postbox_<first 38 characters>_<16 hex digits of a hash
+/// of the whole name>`. Only `[a-z0-9_]`, like the schema name.
+pub fn publication_name(schema: &SchemaName) -> String {
+    let plain = format!("postbox_{schema}_outbox");
+    if plain.len() <= 63 {
+        return plain;
+    }
+    // FNV-1a 64: stable across builds and platforms.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in schema.as_str().bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("postbox_{}_{h:016x}", &schema.as_str()[..38])
 }
 
 #[cfg(test)]
@@ -83,5 +111,26 @@ mod tests {
         let q = Queries::new(&SchemaName::new("shop").unwrap());
         assert!(q.outbox_claim_batch.contains("shop.outbox o"));
         assert!(!format!("{q:?}").contains("{schema}"));
+        assert!(!format!("{q:?}").contains("{publication}"));
+        assert!(q
+            .notify_logical_create
+            .contains("CREATE PUBLICATION postbox_shop_outbox FOR TABLE shop.outbox (id)"));
+    }
+
+    #[test]
+    fn publication_names_fit_and_stay_distinct() {
+        let long_a = SchemaName::new(&format!("{}a", "x".repeat(62))).unwrap();
+        let long_b = SchemaName::new(&format!("{}b", "x".repeat(62))).unwrap();
+        let (a, b) = (publication_name(&long_a), publication_name(&long_b));
+        assert!(a.len() <= 63 && b.len() <= 63, "{a} {b}");
+        assert_ne!(a, b);
+        assert!(a
+            .bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_'));
+        let fits = SchemaName::new(&"y".repeat(48)).unwrap();
+        assert_eq!(
+            publication_name(&fits),
+            format!("postbox_{}_outbox", "y".repeat(48))
+        );
     }
 }

@@ -10,6 +10,7 @@ mod dlq;
 mod failpoint;
 mod inbox;
 mod kafka;
+mod logical;
 mod migrate;
 mod node_interop;
 mod ops;

@@ -6,3 +6,9 @@ GRANT SELECT, INSERT, DELETE ON {schema}.outbox_dead_letter TO {role};
 GRANT SELECT, DELETE ON {schema}.inbox TO {role};
 GRANT SELECT ON {schema}.postbox_migrations TO {role};
 GRANT SELECT, UPDATE ON {schema}.outbox_wakeup TO {role};
+-- With `postbox migrate --notify logical` the relay also opens one replication
+-- session (a temporary logical slot): its role needs the REPLICATION attribute,
+-- which only a superuser can give, so it is not granted here:
+--   ALTER ROLE {role} REPLICATION;
+-- (and pg_hba.conf must let the role connect to this database, as it does for
+-- the relay's other sessions). Without it the relay polls and says so.

@@ -1,0 +1,2 @@
+-- `--notify logical` needs wal_level = logical.
+SELECT current_setting('wal_level')
