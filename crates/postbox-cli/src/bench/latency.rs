@@ -50,6 +50,10 @@ impl Variant {
                 notify: Notify::Adaptive,
                 poll,
             } => format!("outbox, notify = adaptive (poll {poll:?})"),
+            Variant::Outbox {
+                notify: Notify::Logical,
+                poll,
+            } => format!("outbox, notify = logical (poll {poll:?})"),
             Variant::Outbox { poll, .. } => format!("outbox, notify = off, poll {poll:?}"),
         }
     }
@@ -72,6 +76,12 @@ pub async fn run(ctx: &Ctx) -> Result<LatencySection, CliError> {
             poll: Duration::from_secs(1),
         },
     ];
+    if logical_available(ctx).await? {
+        variants.push(Variant::Outbox {
+            notify: Notify::Logical,
+            poll: Duration::from_secs(1),
+        });
+    }
     variants.extend(p.poll_intervals.iter().map(|poll| Variant::Outbox {
         notify: Notify::Off,
         poll: *poll,
@@ -188,6 +198,15 @@ async fn measure(ctx: &Ctx, v: Variant, rate: u64, what: &str) -> Result<Measure
             let stats = relay.stats();
             let task = tokio::spawn(relay.run(shutdown.clone()));
             relay_ready(&stats).await?;
+            if matches!(
+                v,
+                Variant::Outbox {
+                    notify: Notify::Logical,
+                    ..
+                }
+            ) {
+                logical_streaming(ctx).await?;
+            }
             Some(task)
         }
         Variant::Direct => None,
@@ -251,6 +270,7 @@ async fn measure(ctx: &Ctx, v: Variant, rate: u64, what: &str) -> Result<Measure
     producers.close().await;
     consumers.close().await;
     ctx.obliterate(&queue).await?;
+    drop_publication(ctx, &schema).await?;
     ctx.drop_schema(&schema).await?;
 
     let sent = timeline.sent.lock().unwrap();
@@ -287,4 +307,55 @@ async fn pool(ctx: &Ctx, n: u32) -> Result<PgPool, CliError> {
         .await?;
     warm(&pool, n as usize).await?;
     Ok(pool)
+}
+
+/// Whether the bench's server can run `notify = logical` (wal_level =
+/// logical); if not, one line says why its rows are skipped.
+pub(super) async fn logical_available(ctx: &Ctx) -> Result<bool, CliError> {
+    let wal_level: String = sqlx::query_scalar("SELECT current_setting('wal_level')")
+        .fetch_one(&ctx.pool)
+        .await?;
+    if wal_level == "logical" {
+        return Ok(true);
+    }
+    println!(
+        "  notify = logical: skipped, the server has wal_level = {wal_level} (logical decoding needs wal_level = logical: ALTER SYSTEM SET wal_level = logical, then restart PostgreSQL)"
+    );
+    Ok(false)
+}
+
+/// Wait until the in-process relay's logical wake-up session streams, so the
+/// measurement does not start on polling.
+pub(super) async fn logical_streaming(ctx: &Ctx) -> Result<(), CliError> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_replication WHERE application_name LIKE 'postbox-relay:' || $1 || ':%:logical'",
+        )
+        .bind(std::process::id().to_string())
+        .fetch_one(&ctx.pool)
+        .await?;
+        if n > 0 {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err("the relay's logical wake-up did not start streaming within 20 s (REPLICATION attribute? max_wal_senders?)".into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `DROP SCHEMA ... CASCADE` leaves a `--notify logical` publication behind
+/// (empty): drop it first.
+pub(super) async fn drop_publication(
+    ctx: &Ctx,
+    schema: &postbox::SchemaName,
+) -> Result<(), CliError> {
+    sqlx::raw_sql(&format!(
+        "DROP PUBLICATION IF EXISTS {}",
+        postbox::migrate::publication_name(schema)
+    ))
+    .execute(&ctx.pool)
+    .await?;
+    Ok(())
 }

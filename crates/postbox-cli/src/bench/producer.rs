@@ -26,7 +26,7 @@ struct Variant {
     relay: bool,
 }
 
-const VARIANTS: [Variant; 5] = [
+const VARIANTS: [Variant; 6] = [
     Variant {
         name: ALONE,
         outbox: false,
@@ -57,6 +57,13 @@ const VARIANTS: [Variant; 5] = [
         notify: Notify::Adaptive,
         relay: true,
     },
+    // Measured only on a server with wal_level = logical.
+    Variant {
+        name: "+ outbox row, notify = logical, relay draining",
+        outbox: true,
+        notify: Notify::Logical,
+        relay: true,
+    },
 ];
 
 pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
@@ -65,9 +72,14 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
         "Producer overhead: {} producers, {:?} per variant, {} cores",
         p.producers, p.producer_duration, ctx.cores
     );
-    let mut tps = vec![Vec::new(); VARIANTS.len()];
+    let logical = super::latency::logical_available(ctx).await?;
+    let variants: Vec<Variant> = VARIANTS
+        .into_iter()
+        .filter(|v| logical || v.notify != Notify::Logical)
+        .collect();
+    let mut tps = vec![Vec::new(); variants.len()];
     for rep in 1..=p.reps {
-        for (i, v) in VARIANTS.iter().enumerate() {
+        for (i, v) in variants.iter().enumerate() {
             let r = measure(ctx, *v).await?;
             println!("  rep {rep}: {:<50} {r:>8.0} tps", v.name);
             tps[i].push(r);
@@ -77,7 +89,7 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
         &format!("Producer overhead: {} concurrent producers", p.producers),
         "tps",
     );
-    for (v, samples) in VARIANTS.iter().zip(tps) {
+    for (v, samples) in variants.iter().zip(tps) {
         if v.name == ALONE {
             s.baseline(ALONE, samples);
         } else {
@@ -110,6 +122,9 @@ async fn measure(ctx: &Ctx, v: Variant) -> Result<f64, CliError> {
         let stats = relay.stats();
         let task = tokio::spawn(relay.run(shutdown.clone()));
         relay_ready(&stats).await?;
+        if v.notify == Notify::Logical {
+            super::latency::logical_streaming(ctx).await?;
+        }
         Some(task)
     } else {
         None
@@ -134,6 +149,7 @@ async fn measure(ctx: &Ctx, v: Variant) -> Result<f64, CliError> {
     if let Some(task) = relay {
         task.await??;
     }
+    super::latency::drop_publication(ctx, &schema).await?;
     ctx.drop_schema(&schema).await?;
     Ok(tps)
 }
