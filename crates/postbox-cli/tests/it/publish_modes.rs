@@ -85,7 +85,11 @@ async fn an_error_inside_the_transaction_fails_only_the_refused_jobs() {
     .await;
     let seen = view.waiting().await;
     assert_per_key_order(&seen);
-    assert_eq!(blocked_rows(&ctx).await, vec![("b".to_owned(), 2)]);
+    // The line is logged just before the relay commits the block.
+    wait_until(LONG, "b blocked at its first event", || async {
+        blocked_rows(&ctx).await == vec![("b".to_owned(), 2)]
+    })
+    .await;
     assert_eq!(ctx.unsent().await, 3, "b's three events stay unsent");
     assert!(relay.output().contains("WRONGTYPE"), "{}", relay.output());
     ctx.cleanup().await;
@@ -132,7 +136,10 @@ async fn a_key_spanning_queues_stops_at_its_failure() {
         !seen.contains(&("k".to_owned(), 3)),
         "k3 was added while k2 is blocked: {seen:?}"
     );
-    assert_eq!(blocked_rows(&ctx).await, vec![("k".to_owned(), 2)]);
+    wait_until(LONG, "k blocked at k2", || async {
+        blocked_rows(&ctx).await == vec![("k".to_owned(), 2)]
+    })
+    .await;
     ctx.cleanup().await;
 }
 
