@@ -5,7 +5,6 @@
 mod history;
 mod infra;
 mod latency;
-mod pg;
 mod proxy;
 mod scenarios;
 mod seed;

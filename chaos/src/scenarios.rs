@@ -3,8 +3,8 @@
 //! within a chat, unsent in the outbox — all must be zero.
 
 use crate::history::Verdict;
-use crate::pg::PgCluster;
 use crate::world::{Options, Sender, World, LOCK_MS};
+use postbox_testkit::PgCluster;
 use std::time::{Duration, Instant};
 
 /// Name and one-line description of every scenario.
@@ -89,7 +89,7 @@ pub async fn run(admin_url: &str, name: &str) -> Result<bool, chat::Error> {
     };
     let admin_url = cluster
         .as_ref()
-        .map_or_else(|| admin_url.to_owned(), |c| c.admin_url());
+        .map_or_else(|| admin_url.to_owned(), |c| c.url());
     let mut w = World::start(
         &admin_url,
         Options {

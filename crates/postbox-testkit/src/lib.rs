@@ -560,14 +560,14 @@ pub async fn http_get(url: &str) -> std::io::Result<(u16, String)> {
     Ok((status, body.to_owned()))
 }
 
-/// A test-owned PostgreSQL cluster with `wal_level = logical`, for tests of
-/// `--notify logical`: the shared server must not be reconfigured or
-/// restarted, so these get a server of their own. `initdb` into a temporary
-/// directory (Debian's `/usr/lib/postgresql/<newest>/bin`, from the
-/// `postgresql` package `./scripts/test.sh` installs), trust authentication
-/// on 127.0.0.1 only, a free port, `fsync = off`. initdb refuses to run as
-/// root, so as root it runs as the `postgres` OS user. Dropping it stops the
-/// server and removes the directory.
+/// A PostgreSQL cluster of a test's (or the chaos harness's) own, for what
+/// the shared server must not undergo: a restart or `wal_level = logical`
+/// (the `--notify logical` tests), an immediate stop (chaos's crash of
+/// PostgreSQL). `initdb` into a temporary directory (Debian's
+/// `/usr/lib/postgresql/<newest>/bin`, from the `postgresql` package
+/// `./scripts/test.sh` installs), trust authentication on 127.0.0.1 only, a
+/// free port. initdb refuses to run as root, so as root it runs as the
+/// `postgres` OS user. Dropping it stops the server and removes the directory.
 pub struct PgCluster {
     dir: PathBuf,
     bin: PathBuf,
@@ -575,14 +575,34 @@ pub struct PgCluster {
     as_postgres: bool,
 }
 
+/// What `start_logical` adds: logical decoding, and no durability (tests only).
+const LOGICAL_CONF: &str =
+    "wal_level = logical\nmax_wal_senders = 20\nmax_replication_slots = 20\n\
+                            fsync = off\nfull_page_writes = off\n";
+
 impl PgCluster {
-    /// initdb, configure for logical decoding, start, and wait until it
-    /// accepts connections. Panics with the server's log if anything fails.
+    /// A durable cluster with default settings, started; `Err` with the
+    /// command's output and the server log if anything fails (the cluster
+    /// is removed again).
+    pub async fn start() -> Result<Self, String> {
+        Self::start_with("").await
+    }
+
+    /// A cluster with `wal_level = logical`, started. Panics with the
+    /// server's log if anything fails.
     pub async fn start_logical() -> Self {
-        let bin = postgres_bin_dir();
+        Self::start_with(LOGICAL_CONF)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// initdb, append `conf` to `postgresql.conf`, start, and wait until it
+    /// accepts connections.
+    pub async fn start_with(conf: &str) -> Result<Self, String> {
+        let bin = postgres_bin_dir()?;
         let port = free_port();
         let dir = std::env::temp_dir().join(format!("postbox-pg-{port}-{}", suffix()));
-        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let as_postgres = running_as_root();
         // From here on, Drop cleans up.
         let c = PgCluster {
@@ -593,7 +613,7 @@ impl PgCluster {
         };
         if as_postgres {
             c.run(Command::new("chown").arg("postgres:postgres").arg(&c.dir))
-                .await;
+                .await?;
         }
         c.run(c.command("initdb").arg("-D").arg(c.data()).args([
             "-A",
@@ -605,43 +625,47 @@ impl PgCluster {
             "--locale=C",
             "--no-sync",
         ]))
-        .await;
+        .await?;
         let conf = format!(
             "\n# postbox-testkit\nlisten_addresses = '127.0.0.1'\nport = {port}\nunix_socket_directories = '{}'\n\
-             wal_level = logical\nmax_wal_senders = 20\nmax_replication_slots = 20\n\
-             fsync = off\nfull_page_writes = off\nmax_connections = 100\n",
+             max_connections = 200\n{conf}",
             c.dir.display()
         );
         use std::io::Write;
+        let path = c.data().join("postgresql.conf");
         std::fs::OpenOptions::new()
             .append(true)
-            .open(c.data().join("postgresql.conf"))
+            .open(&path)
             .and_then(|mut f| f.write_all(conf.as_bytes()))
-            .expect("append to postgresql.conf");
-        // -w: pg_ctl returns once the server accepts connections.
-        c.run(
-            c.command("pg_ctl")
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        c.up().await?;
+        Ok(c)
+    }
+
+    /// `pg_ctl start`, returning once the server accepts connections (crash
+    /// recovery included).
+    pub async fn up(&self) -> Result<(), String> {
+        self.run(
+            self.command("pg_ctl")
                 .arg("-D")
-                .arg(c.data())
+                .arg(self.data())
                 .arg("-l")
-                .arg(c.dir.join("log"))
+                .arg(self.dir.join("log"))
                 .args(["-w", "-t", "60", "start"]),
         )
-        .await;
-        let url = c.url();
-        wait_until(
-            Duration::from_secs(30),
-            "the private PostgreSQL to accept connections",
-            || {
-                let url = url.clone();
-                async move {
-                    use sqlx::Connection;
-                    sqlx::PgConnection::connect(&url).await.is_ok()
-                }
-            },
-        )
-        .await;
-        c
+        .await
+    }
+
+    /// `pg_ctl stop -m immediate`: every server process exits at once,
+    /// without a checkpoint (a crash; the next start recovers from the WAL).
+    pub async fn stop_immediate(&self) -> Result<(), String> {
+        self.run(self.command("pg_ctl").arg("-D").arg(self.data()).args([
+            "-w",
+            "-m",
+            "immediate",
+            "stop",
+        ]))
+        .await
     }
 
     /// The superuser's URL (no password: trust on 127.0.0.1).
@@ -674,23 +698,26 @@ impl PgCluster {
         }
     }
 
-    /// Run to completion (bounded); panic with its output and the log.
-    async fn run(&self, cmd: &mut Command) {
+    /// Run to completion (bounded); `Err` with its output and the log.
+    async fn run(&self, cmd: &mut Command) -> Result<(), String> {
         let what = format!("{cmd:?}");
         let mut cmd = tokio::process::Command::from(std::mem::replace(cmd, Command::new("true")));
         cmd.stdin(Stdio::null()).kill_on_drop(true);
         let out = tokio::time::timeout(Duration::from_secs(90), cmd.output())
             .await
-            .unwrap_or_else(|_| panic!("{what} did not finish within 90 s"))
-            .unwrap_or_else(|e| panic!("{what}: {e}"));
-        assert!(
-            out.status.success(),
-            "{what} failed ({}):\n{}{}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-            self.log()
-        );
+            .map_err(|_| format!("{what} did not finish within 90 s"))?
+            .map_err(|e| format!("{what}: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{what} failed ({}):\n{}{}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr),
+                self.log()
+            ))
+        }
     }
 }
 
@@ -717,16 +744,16 @@ fn running_as_root() -> bool {
 }
 
 /// The newest `/usr/lib/postgresql/<version>/bin` that has initdb.
-fn postgres_bin_dir() -> PathBuf {
+fn postgres_bin_dir() -> Result<PathBuf, String> {
     let root = std::path::Path::new("/usr/lib/postgresql");
     let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir(root)
-        .unwrap_or_else(|e| {
-            panic!(
+        .map_err(|e| {
+            format!(
                 "{}: {e}: PostgreSQL's server binaries (initdb) are missing; \
                  ./scripts/test.sh installs Debian's postgresql package",
                 root.display()
             )
-        })
+        })?
         .filter_map(|e| {
             let e = e.ok()?;
             let v: u32 = e.file_name().to_str()?.parse().ok()?;
@@ -738,5 +765,5 @@ fn postgres_bin_dir() -> PathBuf {
     found
         .pop()
         .map(|(_, b)| b)
-        .unwrap_or_else(|| panic!("no initdb under {}/*/bin", root.display()))
+        .ok_or_else(|| format!("no initdb under {}/*/bin", root.display()))
 }

@@ -105,15 +105,6 @@ fn relay_polling(url: &str, schema: &str, redis: &str, poll: &str) -> RelayProce
     RelayProcess::spawn(BIN, &args, &[])
 }
 
-fn event(queue: &str, key: &str, seq: usize) -> Event {
-    Event::new(
-        queue,
-        "test.event",
-        serde_json::json!({"key": key, "seq": seq}),
-    )
-    .key(key)
-}
-
 /// One event per transaction.
 async fn produce(pool: &PgPool, outbox: &Outbox, events: Vec<Event>) {
     for e in events {

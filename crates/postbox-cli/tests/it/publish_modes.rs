@@ -20,15 +20,6 @@ async fn break_queue(redis: &str, queue: &str) {
         .unwrap();
 }
 
-fn event(queue: &str, key: &str, seq: usize) -> Event {
-    Event::new(
-        queue,
-        "test.event",
-        serde_json::json!({"key": key, "seq": seq}),
-    )
-    .key(key)
-}
-
 /// One producer transaction, so the relay claims it as one batch.
 async fn produce_together(ctx: &Ctx, events: Vec<Event>) {
     let mut tx = ctx.pool.begin().await.unwrap();

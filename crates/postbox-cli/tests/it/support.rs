@@ -76,12 +76,7 @@ impl Ctx {
 
     /// An event for this test's queue.
     pub fn event(&self, key: &str, seq: usize) -> Event {
-        Event::new(
-            &self.queue,
-            "test.event",
-            serde_json::json!({"key": key, "seq": seq}),
-        )
-        .key(key)
+        event(&self.queue, key, seq)
     }
 
     pub async fn unsent(&self) -> i64 {
@@ -107,6 +102,17 @@ impl Ctx {
     pub async fn cleanup(self) {
         postbox_testkit::drop_schema(&self.pool, &self.schema).await;
     }
+}
+
+/// An event for `queue` whose data carries its key and sequence number
+/// (what [`RedisView::waiting`] and [`assert_per_key_order`] read).
+pub fn event(queue: &str, key: &str, seq: usize) -> Event {
+    Event::new(
+        queue,
+        "test.event",
+        serde_json::json!({"key": key, "seq": seq}),
+    )
+    .key(key)
 }
 
 /// A raw Redis view of one BullMQ queue, independent of the bullmq crate.
