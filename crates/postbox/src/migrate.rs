@@ -193,45 +193,32 @@ pub async fn run(
         report.applied.push(m.version);
     }
     // Exactly one wake-up mechanism (a trigger, the publication, or none) is
-    // left in place.
-    match notify {
-        Notify::Statement => {
-            sqlx::query(&q.notify_adaptive_drop)
-                .execute(&mut *tx)
-                .await?;
-            sqlx::query(&q.notify_logical_drop)
-                .execute(&mut *tx)
-                .await?;
-            sqlx::raw_sql(&q.notify_trigger_create)
-                .execute(&mut *tx)
-                .await?;
-        }
-        Notify::Adaptive => {
-            sqlx::query(&q.notify_trigger_drop)
-                .execute(&mut *tx)
-                .await?;
-            sqlx::query(&q.notify_logical_drop)
-                .execute(&mut *tx)
-                .await?;
-            sqlx::raw_sql(&q.notify_adaptive_create)
-                .execute(&mut *tx)
-                .await?;
-        }
-        Notify::Off => {
-            for drop in [
+    // left in place: drop the others, then (re)create this one.
+    let (drops, create) = match notify {
+        Notify::Statement => (
+            vec![&q.notify_adaptive_drop, &q.notify_logical_drop],
+            Some(&q.notify_trigger_create),
+        ),
+        Notify::Adaptive => (
+            vec![&q.notify_trigger_drop, &q.notify_logical_drop],
+            Some(&q.notify_adaptive_create),
+        ),
+        Notify::Off => (
+            vec![
                 &q.notify_trigger_drop,
                 &q.notify_adaptive_drop,
                 &q.notify_logical_drop,
-            ] {
-                sqlx::query(drop).execute(&mut *tx).await?;
-            }
-        }
-        Notify::Logical => {
-            // Drops both triggers, then (re)creates the publication.
-            sqlx::raw_sql(&q.notify_logical_create)
-                .execute(&mut *tx)
-                .await?;
-        }
+            ],
+            None,
+        ),
+        // Its file drops both triggers, then (re)creates the publication.
+        Notify::Logical => (vec![], Some(&q.notify_logical_create)),
+    };
+    for drop in drops {
+        sqlx::query(drop).execute(&mut *tx).await?;
+    }
+    if let Some(create) = create {
+        sqlx::raw_sql(create).execute(&mut *tx).await?;
     }
     tx.commit().await?;
     Ok(report)

@@ -46,26 +46,21 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
         say(rep, SQL_ONLY, r);
         sql_only.push(r);
 
-        let queue = ctx.queue_name(&format!("drain-{rep}"));
-        let sink = BullmqSink::new(BullmqConfig {
-            redis_url: Secret::new(p.redis_url.clone()),
-            ..Default::default()
-        })?;
-        let r = drain(ctx, Arc::new(sink), &queue).await?;
-        ctx.obliterate(&queue).await?;
-        say(rep, BULLMQ, r);
-        bullmq.push(r);
-
-        let queue = ctx.queue_name(&format!("waves-{rep}"));
-        let sink = BullmqSink::new(BullmqConfig {
-            redis_url: Secret::new(p.redis_url.clone()),
-            publish: PublishMode::Waves,
-            ..Default::default()
-        })?;
-        let r = drain(ctx, Arc::new(sink), &queue).await?;
-        ctx.obliterate(&queue).await?;
-        say(rep, BULLMQ_WAVES, r);
-        bullmq_waves.push(r);
+        for (publish, what, rates) in [
+            (PublishMode::Transaction, BULLMQ, &mut bullmq),
+            (PublishMode::Waves, BULLMQ_WAVES, &mut bullmq_waves),
+        ] {
+            let queue = ctx.queue_name(&format!("drain-{publish:?}-{rep}").to_lowercase());
+            let sink = BullmqSink::new(BullmqConfig {
+                redis_url: Secret::new(p.redis_url.clone()),
+                publish,
+                ..Default::default()
+            })?;
+            let r = drain(ctx, Arc::new(sink), &queue).await?;
+            ctx.obliterate(&queue).await?;
+            say(rep, what, r);
+            rates.push(r);
+        }
 
         let queue = ctx.queue_name(&format!("raw-{rep}"));
         let r = raw_bullmq_rate(ctx, &queue).await?;
