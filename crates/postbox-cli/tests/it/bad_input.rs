@@ -183,13 +183,22 @@ async fn a_waiting_poison_row_holds_back_its_key_only() {
     })
     .await;
     relay.wait_for_line("will retry", LONG).await;
-    let (attempts, err): (i32, String) = sqlx::query_as(&format!(
-        "SELECT attempts, last_error FROM {}.outbox WHERE key = 'p' ORDER BY id LIMIT 1",
-        ctx.schema
-    ))
-    .fetch_one(&ctx.pool)
-    .await
-    .unwrap();
+    // The line is logged just before the relay commits the failure.
+    let failure = || async {
+        sqlx::query_as::<_, (i32, Option<String>)>(&format!(
+            "SELECT attempts, last_error FROM {}.outbox WHERE key = 'p' ORDER BY id LIMIT 1",
+            ctx.schema
+        ))
+        .fetch_one(&ctx.pool)
+        .await
+        .unwrap()
+    };
+    wait_until(LONG, "the failure committed", || async {
+        failure().await.1.is_some()
+    })
+    .await;
+    let (attempts, err) = failure().await;
+    let err = err.unwrap();
     assert_eq!(attempts, 1);
     assert!(err.contains("a string"), "{err}");
     // p:2 waits behind the poison row for its whole backoff.
