@@ -9,6 +9,9 @@ ensure_node_peers
 ensure_chromium
 ensure_kafka_peers
 cd "$ROOT"
+# A service that only consumes builds the broker crates without their sink
+# (and so without the relay engine): keep that compiling.
+cargo check -q -p postbox-bullmq -p postbox-kafka --no-default-features
 if cargo nextest --version >/dev/null 2>&1; then
   exec cargo nextest run --workspace --no-fail-fast "$@"
 else

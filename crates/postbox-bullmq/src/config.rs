@@ -4,7 +4,9 @@ use postbox_relay::Secret;
 use serde::{Deserialize, Serialize};
 
 /// What job data the sink accepts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum PayloadPolicy {
     /// Only JSON objects (what BullMQ clients' typings expect of `job.data`).
@@ -15,7 +17,9 @@ pub enum PayloadPolicy {
 }
 
 /// How the sink sends a batch to Redis.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum PublishMode {
     /// The whole batch as one `MULTI`/`EXEC` transaction of BullMQ's own add
@@ -30,30 +34,30 @@ pub enum PublishMode {
     Waves,
 }
 
-/// BullMQ sink settings.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// BullMQ sink settings (`[bullmq]` in the config file).
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct BullmqConfig {
-    /// Redis URL (`redis://`, or `rediss://` for TLS). Default: `redis://127.0.0.1:6379`.
-    /// Env: `POSTBOX_REDIS_URL` or `REDIS_URL`.
+    /// Redis URL (`redis://`, or `rediss://` for TLS; `rediss://…/#insecure`
+    /// accepts a certificate signed by a private CA).
     pub redis_url: Secret,
-    /// BullMQ key prefix, as the workers use it. Default: `bull`.
+    /// BullMQ key prefix, as the workers use it.
     pub prefix: String,
-    /// Accepted job data: `object` or `any`. Default: `object`.
+    /// Accepted job data: `object` (what BullMQ clients' typings expect) or `any`.
     pub payload: PayloadPolicy,
-    /// Largest job data (serialised JSON) accepted; larger events are rejected
-    /// (and dead-lettered after `max_attempts`). Default: 1048576 (1 MiB).
+    /// Largest job data (serialised JSON, bytes) accepted; larger events are
+    /// rejected (and dead-lettered after `max_attempts`).
     pub max_job_bytes: usize,
-    /// Name of the job-data field that carries the row's W3C trace context
+    /// Job-data field that carries the row's W3C trace context
     /// (`{"traceparent": ..., "tracestate": ...}`) when the row has a valid
     /// `traceparent` header and the payload is an object without that field;
     /// read it in Rust with `postbox_bullmq::trace_context(&job)`, in Node as
-    /// `job.data._trace`. Empty string: never add it (job data = payload).
-    /// Default: `_trace`. (Job options would be the natural place, as Node's
-    /// `opts.telemetry`, but the pinned `bullmq` crate cannot write them.)
+    /// `job.data._trace`. Empty: never add it (job data = payload). (Job
+    /// options would be the natural place, as Node's `opts.telemetry`, but
+    /// the pinned `bullmq` crate cannot write them.)
     pub trace_field: String,
-    /// How a batch is sent: `transaction` (one `MULTI`/`EXEC` per batch) or
-    /// `waves` (one round trip per event depth of a key). Default: `transaction`.
+    /// How a batch with a deep key is sent: `transaction` (one `MULTI`/`EXEC`)
+    /// or `waves` (one round trip per event of the deepest key).
     pub publish: PublishMode,
 }
 
@@ -67,6 +71,30 @@ impl Default for BullmqConfig {
             trace_field: crate::TRACE_FIELD.into(),
             publish: PublishMode::Transaction,
         }
+    }
+}
+
+impl postbox_relay::Section for BullmqConfig {
+    const NAME: &'static str = "bullmq";
+    const ALIASES: &'static [postbox_relay::Alias] = &[postbox_relay::Alias {
+        field: "redis_url",
+        flags: &["redis-url"],
+        env: &["POSTBOX_REDIS_URL", "REDIS_URL"],
+    }];
+}
+
+impl postbox_relay::SinkConfig for BullmqConfig {
+    fn build(
+        self,
+        _relay: &postbox_relay::Config,
+    ) -> Result<std::sync::Arc<dyn postbox_relay::Destination>, postbox_relay::ConfigError> {
+        Ok(std::sync::Arc::new(postbox_relay::Delivery::new(
+            crate::BullmqSink::new(self)?,
+        )))
+    }
+
+    fn describe(&self) -> String {
+        format!("BullMQ on {} (prefix {})", self.redis_url, self.prefix)
     }
 }
 

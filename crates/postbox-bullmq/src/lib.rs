@@ -5,16 +5,25 @@
 //! which runs BullMQ's Lua scripts, so jobs are the ones Node `queue.add`
 //! would create and Node `Worker`s process them.
 
+//! The sink needs the `sink` feature (on by default); a service that only
+//! consumes turns default features off and does not compile the relay.
+
+#[cfg(feature = "sink")]
 mod config;
+#[cfg(feature = "sink")]
 mod sink;
 mod worker;
 
+#[cfg(feature = "sink")]
 pub use config::{BullmqConfig, PayloadPolicy, PublishMode};
-pub use sink::BullmqSink;
-pub use worker::{inbox_worker, trace_context, InboxHandler, InboxOutcome};
+/// The inbox loop this crate's worker wraps, re-exported.
+pub use postbox::{Handler, InboxConsumer, Processed};
+#[cfg(feature = "sink")]
+pub use sink::{BullmqSink, JobData};
+pub use worker::{inbox_worker, trace_context};
 
-/// Default job-data field carrying the event's trace context (see
-/// [`BullmqConfig::trace_field`]).
+/// Default job-data field carrying the event's trace context (the sink's
+/// `trace_field` setting).
 pub const TRACE_FIELD: &str = "_trace";
 
 /// Re-export of the pinned `bullmq` crate, so users need not pin it twice.

@@ -4,29 +4,45 @@
 //! Idempotence comes from BullMQ itself: adding a jobId that exists is a no-op,
 //! so a batch republished after a relay crash creates no second job (as long
 //! as completed jobs are kept longer than a relay takes to restart; see README).
-//! Order: by default a batch goes as one `MULTI`/`EXEC` transaction, which
-//! Redis runs in order and all-or-nothing; with `publish = "waves"` (and to
-//! find out which jobs an error inside a transaction hit) one event per key per
-//! awaited wave.
+//! Order is the delivery layer's: a batch with a deep key goes as one
+//! `MULTI`/`EXEC` transaction (`publish = "transaction"`, the default), others
+//! in waves of one event per key. This file maps events to jobs and Redis
+//! errors to transient or rejected.
 
 use crate::{BullmqConfig, PayloadPolicy, PublishMode};
 use bullmq::redis_connection::RedisConnection;
 use bullmq::{
     options::RedisConnectionOptions, FlowJob, FlowProducer, JobOptions, Queue, QueueOptions,
 };
-use postbox_relay::{waves, Delivery, OutboxEvent, Sink, SinkError};
-use std::collections::hash_map::Entry;
-use std::collections::{HashMap, HashSet};
+use postbox_relay::{Encoded, GroupOutcome, GroupPolicy, OutboxEvent, Sink, SinkError};
+use serde_json::Value;
+use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::Mutex;
 
 /// Fewest events of one key in a batch for it to go as a transaction. The
 /// transaction costs two round trips (the crate sends `SCRIPT LOAD` with the
 /// add script's full text, then `MULTI`/`EXEC`) and holds Redis for the whole
-/// batch; waves cost one round trip per event of the deepest key. Sending
-/// batches two deep as transactions made `postbox bench latency` at 1,000
-/// msg/s worse (p99 17–34 ms against 10–23 ms in waves).
+/// batch; waves cost one round trip per event of the deepest key. Two-deep
+/// batches sent as transactions measured worse latency (`postbox bench latency`).
 const TRANSACTION_MIN_DEPTH: usize = 3;
+
+/// A job's data: the payload as it is, or a copy with the trace context added.
+pub enum JobData {
+    /// The row's payload.
+    Payload,
+    /// The payload with the trace field added.
+    Traced(Value),
+}
+
+impl JobData {
+    fn of<'a>(&'a self, e: &'a OutboxEvent) -> &'a Value {
+        match self {
+            JobData::Payload => &e.payload,
+            JobData::Traced(v) => v,
+        }
+    }
+}
 
 /// Publishes outbox events as BullMQ jobs.
 pub struct BullmqSink {
@@ -84,95 +100,6 @@ impl BullmqSink {
         Ok(f)
     }
 
-    /// Forget the connection: the next attempt opens a fresh one.
-    async fn reset(&self) {
-        *self.conn.lock().await = None;
-        self.queues.lock().await.clear();
-        *self.flow.lock().await = None;
-    }
-
-    /// The whole batch in one `MULTI`/`EXEC`. `None` when the batch goes in
-    /// waves instead: no key has [`TRANSACTION_MIN_DEPTH`] events in it, an
-    /// event the sink refuses (its key must stop there), a key whose events go
-    /// to more than one queue, or an error reply inside the transaction (only
-    /// waves tell which job it was).
-    ///
-    /// Why per-key order holds: Redis runs the transaction's adds in batch
-    /// order with nothing in between, and what can make an add fail inside it
-    /// (out of memory, a queue's keys of the wrong type, a missing script) is
-    /// the same for every add to one queue. So a later event of a key can
-    /// only have succeeded where an earlier one failed if they went to
-    /// different queues, and such batches are sent in waves.
-    async fn publish_transaction(&self, batch: &[OutboxEvent]) -> Option<Vec<Delivery>> {
-        // Per key: its queue and how many events it has in the batch.
-        let mut keys: HashMap<&str, (&str, usize)> = HashMap::with_capacity(batch.len());
-        let mut depth = 1;
-        for e in batch {
-            if let Some(k) = e.key.as_deref() {
-                match keys.entry(k) {
-                    Entry::Vacant(v) => {
-                        v.insert((e.topic.as_str(), 1));
-                    }
-                    Entry::Occupied(mut o) if o.get().0 == e.topic.as_str() => {
-                        o.get_mut().1 += 1;
-                        depth = depth.max(o.get().1);
-                    }
-                    Entry::Occupied(_) => return None,
-                }
-            }
-        }
-        if depth < TRANSACTION_MIN_DEPTH {
-            return None;
-        }
-        let mut flows = Vec::with_capacity(batch.len());
-        for e in batch {
-            let data = self.job_for(e).ok()?;
-            flows.push(FlowJob {
-                name: e.event.clone(),
-                queue_name: e.topic.clone(),
-                data: data.into_owned(),
-                opts: Some(JobOptions {
-                    job_id: Some(e.event_id.to_string()),
-                    ..Default::default()
-                }),
-                prefix: None,
-                children: None,
-            });
-        }
-        let flow = match self.flow_producer().await {
-            Ok(f) => f,
-            Err(err) => return Some(self.all_failed(batch, err).await),
-        };
-        match flow.add_bulk(flows).await {
-            Ok(_) => Some(batch.iter().map(|_| Delivery::Delivered).collect()),
-            Err(e) if is_connection_error(&e) => {
-                let err = classify(
-                    e,
-                    &format!("adding {} jobs in one transaction", batch.len()),
-                );
-                Some(self.all_failed(batch, err).await)
-            }
-            Err(e) => {
-                tracing::debug!(error = %e, "error inside the BullMQ transaction; sending the batch again in waves");
-                None
-            }
-        }
-    }
-
-    /// Every event failed with `err` (a connection-level failure): the first
-    /// event of each key carries it, the rest were not attempted.
-    async fn all_failed(&self, batch: &[OutboxEvent], err: SinkError) -> Vec<Delivery> {
-        self.reset().await;
-        let mut err = Some(err);
-        batch
-            .iter()
-            .map(|_| match err.take() {
-                Some(e) => Delivery::Failed(e),
-                None => Delivery::Failed(SinkError::NotAttempted),
-            })
-            .collect()
-    }
-
     async fn queue(&self, name: &str) -> Result<Arc<Queue>, SinkError> {
         if let Some(q) = self.queues.lock().await.get(name) {
             return Ok(q.clone());
@@ -191,12 +118,9 @@ impl BullmqSink {
         Ok(q)
     }
 
-    /// The job data for `e`, built once; or a refusal of what BullMQ cannot or
-    /// should not take, with a reason naming the fix.
-    fn job_for<'a>(
-        &self,
-        e: &'a OutboxEvent,
-    ) -> Result<std::borrow::Cow<'a, serde_json::Value>, SinkError> {
+    /// The job data for `e`, or a refusal of what BullMQ cannot or should not
+    /// take, with a reason naming the fix.
+    fn job_data(&self, e: &OutboxEvent) -> Result<JobData, SinkError> {
         if e.topic.contains(':') {
             return Err(SinkError::rejected(format!(
                 "topic {:?} is not a valid BullMQ queue name (it contains ':')",
@@ -209,10 +133,19 @@ impl BullmqSink {
                 kind(&e.payload)
             )));
         }
-        let data = self.job_data(e);
+        // The trace context goes under `trace_field`, never over a payload field.
+        let field = self.config.trace_field.as_str();
+        let data = match (&e.payload, postbox::TraceContext::from_json(&e.headers)) {
+            (Value::Object(map), Some(tc)) if !field.is_empty() && !map.contains_key(field) => {
+                let mut map = map.clone();
+                map.insert(field.to_owned(), tc.to_json());
+                JobData::Traced(Value::Object(map))
+            }
+            _ => JobData::Payload,
+        };
         // Counted, not buffered: the crate serialises the data again to send it.
         let mut size = ByteCount(0);
-        let size = serde_json::to_writer(&mut size, &*data).map_or(usize::MAX, |()| size.0);
+        let size = serde_json::to_writer(&mut size, data.of(e)).map_or(usize::MAX, |()| size.0);
         if size > self.config.max_job_bytes {
             return Err(SinkError::rejected(format!(
                 "payload is {size} bytes, over bullmq.max_job_bytes ({})",
@@ -220,24 +153,6 @@ impl BullmqSink {
             )));
         }
         Ok(data)
-    }
-}
-
-impl BullmqSink {
-    /// The job's data: the payload, plus the trace context under
-    /// `trace_field` when the row carries one (never overwriting a payload field).
-    fn job_data<'a>(&self, e: &'a OutboxEvent) -> std::borrow::Cow<'a, serde_json::Value> {
-        let field = self.config.trace_field.as_str();
-        match (&e.payload, postbox::TraceContext::from_json(&e.headers)) {
-            (serde_json::Value::Object(map), Some(tc))
-                if !field.is_empty() && !map.contains_key(field) =>
-            {
-                let mut map = map.clone();
-                map.insert(field.to_owned(), tc.to_json());
-                std::borrow::Cow::Owned(serde_json::Value::Object(map))
-            }
-            _ => std::borrow::Cow::Borrowed(&e.payload),
-        }
     }
 }
 
@@ -313,86 +228,89 @@ fn is_connection_error(e: &bullmq::Error) -> bool {
 
 #[async_trait::async_trait]
 impl Sink for BullmqSink {
+    type Message = JobData;
+
     fn name(&self) -> &'static str {
         "bullmq"
     }
 
-    async fn publish(&self, batch: &[OutboxEvent]) -> Vec<Delivery> {
-        if self.config.publish == PublishMode::Transaction {
-            if let Some(results) = self.publish_transaction(batch).await {
-                return results;
+    fn encode(&self, event: &OutboxEvent) -> Result<JobData, SinkError> {
+        self.job_data(event)
+    }
+
+    async fn send_wave(&self, wave: Vec<Encoded<'_, JobData>>) -> Vec<Result<(), SinkError>> {
+        let adds = wave.iter().map(|m| async move {
+            let e = m.event;
+            let q = self.queue(&e.topic).await?;
+            q.add(&e.event, m.message.of(e))
+                .job_id(e.event_id.to_string())
+                .await
+                .map(drop)
+                .map_err(|err| {
+                    classify(
+                        err,
+                        &format!("adding job {} to queue {:?}", e.event_id, e.topic),
+                    )
+                })
+        });
+        futures::future::join_all(adds).await
+    }
+
+    fn groups(&self) -> Option<GroupPolicy> {
+        (self.config.publish == PublishMode::Transaction).then_some(GroupPolicy {
+            min_key_depth: TRANSACTION_MIN_DEPTH,
+        })
+    }
+
+    /// The batch as one `MULTI`/`EXEC` of BullMQ's add scripts. Redis runs
+    /// them in order with nothing in between; what can make one fail inside
+    /// (out of memory, a queue's keys of the wrong type, a missing script) is
+    /// the same for every add to one queue, so no later event of a key can
+    /// succeed where an earlier one failed (the layer keeps each key to one
+    /// queue). An error reply is `Unclear`: waves find out which job it was.
+    async fn send_group(&self, group: Vec<Encoded<'_, JobData>>) -> GroupOutcome {
+        let n = group.len();
+        let flows = group
+            .into_iter()
+            .map(|m| FlowJob {
+                name: m.event.event.clone(),
+                queue_name: m.event.topic.clone(),
+                data: match m.message {
+                    JobData::Payload => m.event.payload.clone(),
+                    JobData::Traced(v) => v,
+                },
+                opts: Some(JobOptions {
+                    job_id: Some(m.event.event_id.to_string()),
+                    ..Default::default()
+                }),
+                prefix: None,
+                children: None,
+            })
+            .collect();
+        let flow = match self.flow_producer().await {
+            Ok(f) => f,
+            Err(err) => return GroupOutcome::Failed(err),
+        };
+        match flow.add_bulk(flows).await {
+            Ok(_) => GroupOutcome::Delivered,
+            Err(e) if is_connection_error(&e) => {
+                GroupOutcome::Failed(classify(e, &format!("adding {n} jobs in one transaction")))
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "error reply inside the BullMQ transaction");
+                GroupOutcome::Unclear
             }
         }
-        self.publish_waves(batch).await
+    }
+
+    async fn reset(&self) {
+        *self.conn.lock().await = None;
+        self.queues.lock().await.clear();
+        *self.flow.lock().await = None;
     }
 
     async fn check(&self) -> Result<(), SinkError> {
         let conn = self.connection().await?;
         conn.ping().await.map_err(|e| classify(e, "Redis PING"))
-    }
-}
-
-impl BullmqSink {
-    async fn publish_waves(&self, batch: &[OutboxEvent]) -> Vec<Delivery> {
-        let mut results: Vec<Option<Delivery>> = batch.iter().map(|_| None).collect();
-        let mut stopped: HashSet<&str> = HashSet::new();
-        let mut broker_down = false;
-        for wave in waves(batch) {
-            let mut adds = Vec::new();
-            for i in wave {
-                let e = &batch[i];
-                let key = e.key.as_deref();
-                if broker_down || key.is_some_and(|k| stopped.contains(k)) {
-                    results[i] = Some(Delivery::Failed(SinkError::NotAttempted));
-                    continue;
-                }
-                let queue = match self.job_for(e) {
-                    Ok(data) => self.queue(&e.topic).await.map(|q| (q, data)),
-                    Err(err) => Err(err),
-                };
-                match queue {
-                    Ok((q, data)) => adds.push(async move {
-                        let r = q.add(&e.event, &*data).job_id(e.event_id.to_string()).await;
-                        (i, r)
-                    }),
-                    Err(err) => {
-                        if let Some(k) = key {
-                            stopped.insert(k);
-                        }
-                        broker_down |= matches!(err, SinkError::Transient { .. });
-                        results[i] = Some(Delivery::Failed(err));
-                    }
-                }
-            }
-            for (i, r) in futures::future::join_all(adds).await {
-                results[i] = Some(match r {
-                    Ok(_) => Delivery::Delivered,
-                    Err(err) => {
-                        if let Some(k) = batch[i].key.as_deref() {
-                            stopped.insert(k);
-                        }
-                        let err = classify(
-                            err,
-                            &format!(
-                                "adding job {} to queue {:?}",
-                                batch[i].event_id, batch[i].topic
-                            ),
-                        );
-                        broker_down |= matches!(err, SinkError::Transient { .. });
-                        Delivery::Failed(err)
-                    }
-                });
-            }
-        }
-        if broker_down {
-            // Start the next attempt on a fresh connection: the connection
-            // manager's own reconnect backoff (up to seconds) would otherwise
-            // hold delivery back well after Redis is reachable again.
-            self.reset().await;
-        }
-        results
-            .into_iter()
-            .map(|r| r.unwrap_or(Delivery::Failed(SinkError::NotAttempted)))
-            .collect()
     }
 }

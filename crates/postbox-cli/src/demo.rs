@@ -8,8 +8,8 @@
 use crate::CliError;
 use postbox::{Event, Inbox, Outbox};
 use postbox_bullmq::bullmq::{Queue, QueueOptions, WorkerOptions};
-use postbox_bullmq::{inbox_worker, BullmqConfig, BullmqSink, InboxHandler};
-use postbox_relay::{Config, Relay, Secret};
+use postbox_bullmq::{inbox_worker, BullmqConfig, BullmqSink};
+use postbox_relay::{Config, Delivery, Relay, Secret};
 use sqlx::{Connection, PgConnection, PgPool};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -38,7 +38,7 @@ struct Deliveries {
 }
 
 #[async_trait::async_trait]
-impl InboxHandler for Deliveries {
+impl postbox::Handler<postbox_bullmq::bullmq::Job> for Deliveries {
     async fn handle(
         &self,
         tx: &mut PgConnection,
@@ -84,10 +84,10 @@ pub async fn run(a: Args) -> Result<(), CliError> {
 
     // The relay, embedded here; `postbox relay` runs the same code as a daemon.
     let shutdown = CancellationToken::new();
-    let sink = Arc::new(BullmqSink::new(BullmqConfig {
+    let sink = Arc::new(Delivery::new(BullmqSink::new(BullmqConfig {
         redis_url: Secret::new(a.services.redis_url.clone()),
         ..Default::default()
-    })?);
+    })?));
     let relay = Relay::new(
         Config {
             database_url: db.clone(),
@@ -107,9 +107,7 @@ pub async fn run(a: Args) -> Result<(), CliError> {
         duplicates: AtomicU64::new(0),
     });
     let worker = inbox_worker(
-        pool.clone(),
-        Inbox::new(schema.as_str())?,
-        "demo-consumer",
+        postbox::InboxConsumer::new(pool.clone(), Inbox::new(schema.as_str())?, "demo-consumer"),
         &queue_name,
         handler.clone(),
         WorkerOptions {
@@ -122,6 +120,7 @@ pub async fn run(a: Args) -> Result<(), CliError> {
             drain_delay: 1,
             ..Default::default()
         },
+        shutdown.clone(),
     )
     .await
     .map_err(|e| {

@@ -25,7 +25,7 @@ enum Command {
     /// List dead letters (oldest first) as a table, or JSON with --json.
     List {
         #[command(flatten)]
-        target: Target,
+        target: SchemaArgs,
         #[command(flatten)]
         filter: Filter,
         /// Print one JSON array instead of a table.
@@ -38,7 +38,7 @@ enum Command {
     /// Print one dead letter in full, as JSON.
     Show {
         #[command(flatten)]
-        target: Target,
+        target: SchemaArgs,
         /// The dead letter's id (its id in the outbox, as `list` shows it).
         id: i64,
     },
@@ -52,7 +52,7 @@ enum Command {
     /// Without --yes, only prints what it would replay.
     Replay {
         #[command(flatten)]
-        target: Target,
+        target: SchemaArgs,
         #[command(flatten)]
         filter: Filter,
         #[command(flatten)]
@@ -61,7 +61,7 @@ enum Command {
     /// Delete dead letters for good. Without --yes, only prints what it would delete.
     Purge {
         #[command(flatten)]
-        target: Target,
+        target: SchemaArgs,
         #[command(flatten)]
         filter: Filter,
         #[command(flatten)]
@@ -70,9 +70,9 @@ enum Command {
 }
 
 #[derive(clap::Args)]
-struct Target {
+struct SchemaArgs {
     /// PostgreSQL URL.
-    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    #[arg(long, env = "POSTBOX_DATABASE_URL", hide_env_values = true)]
     database_url: Option<String>,
     /// Schema whose dead letters to work on.
     #[arg(long)]
@@ -263,7 +263,7 @@ pub async fn run(a: Args) -> Result<(), CliError> {
     }
 }
 
-impl Target {
+impl SchemaArgs {
     /// Validate the schema, connect, and check the schema is migrated.
     async fn open(&self, app: &str) -> Result<(SchemaName, PgConnection), CliError> {
         let schema = SchemaName::new(&self.schema)?;
@@ -275,7 +275,8 @@ impl Target {
 
 /// Open a session named `app` (so it is not mistaken for a relay in `pg_stat_activity`).
 pub(crate) async fn connect(url: Option<&str>, app: &str) -> Result<PgConnection, CliError> {
-    let url = url.ok_or("no database: pass --database-url or set DATABASE_URL")?;
+    let url = url
+        .ok_or("no database: pass --database-url or set POSTBOX_DATABASE_URL (or DATABASE_URL)")?;
     let redacted = postbox_relay::Secret::new(url).redacted();
     let opts: sqlx::postgres::PgConnectOptions = url
         .parse()
@@ -335,7 +336,7 @@ async fn preview(
     Ok(())
 }
 
-async fn replay(target: Target, filter: Filter, act: Act) -> Result<(), CliError> {
+async fn replay(target: SchemaArgs, filter: Filter, act: Act) -> Result<(), CliError> {
     selection("replay", &target.schema, &filter, &act)?;
     let (schema, mut conn) = target.open("postbox dlq").await?;
     let q = Queries::new(&schema);
@@ -413,7 +414,7 @@ async fn replay(target: Target, filter: Filter, act: Act) -> Result<(), CliError
     Ok(())
 }
 
-async fn purge(target: Target, filter: Filter, act: Act) -> Result<(), CliError> {
+async fn purge(target: SchemaArgs, filter: Filter, act: Act) -> Result<(), CliError> {
     selection("purge", &target.schema, &filter, &act)?;
     let (schema, mut conn) = target.open("postbox dlq").await?;
     let q = Queries::new(&schema);

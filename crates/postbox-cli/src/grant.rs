@@ -8,7 +8,7 @@ use sqlx::Connection;
 #[derive(clap::Args)]
 pub struct Args {
     /// PostgreSQL URL of a role allowed to grant (the schema's owner or a superuser).
-    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    #[arg(long, env = "POSTBOX_DATABASE_URL", hide_env_values = true)]
     database_url: Option<String>,
     /// The postbox schema.
     #[arg(long)]
@@ -33,7 +33,7 @@ pub async fn run(a: Args) -> Result<(), CliError> {
     }
     let url = a
         .database_url
-        .ok_or("no database: pass --database-url or set DATABASE_URL")?;
+        .ok_or("no database: pass --database-url or set POSTBOX_DATABASE_URL (or DATABASE_URL)")?;
     let mut conn = sqlx::PgConnection::connect(&url).await.map_err(|e| {
         format!(
             "cannot connect to PostgreSQL at {}: {e}",

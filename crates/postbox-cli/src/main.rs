@@ -41,7 +41,7 @@ enum LogFormat {
 enum Command {
     /// Create or upgrade the outbox, dead-letter and inbox tables in a schema.
     Migrate(migrate::Args),
-    /// Run the relay daemon: move committed outbox events to BullMQ.
+    /// Run the relay daemon: move committed outbox events to the brokers (BullMQ, Kafka).
     Relay(Box<relay::Args>),
     /// Quick demo: produce events, relay them to BullMQ, consume them through the inbox.
     Demo(demo::Args),
@@ -56,7 +56,10 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
+    if !matches!(cli.command, Command::Relay(_)) && conventional_env() {
+        cli = Cli::parse();
+    }
     // The demo and bench print their own report; keep library logs to warnings there.
     let quiet = matches!(
         cli.command,
@@ -105,6 +108,28 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `DATABASE_URL` and `REDIS_URL`, the variables other tools use, stand in for
+/// `POSTBOX_DATABASE_URL` and `POSTBOX_REDIS_URL` when those are unset. (The
+/// relay applies the same rule itself, after its config file: a URL in the
+/// file wins over these general-purpose variables.)
+/// Returns whether it set any.
+fn conventional_env() -> bool {
+    let mut set = false;
+    for (ours, conventional) in [
+        ("POSTBOX_DATABASE_URL", "DATABASE_URL"),
+        ("POSTBOX_REDIS_URL", "REDIS_URL"),
+    ] {
+        if std::env::var_os(ours).is_none() {
+            if let Some(v) = std::env::var_os(conventional) {
+                // Still single-threaded: no other thread reads the environment yet.
+                std::env::set_var(ours, v);
+                set = true;
+            }
+        }
+    }
+    set
 }
 
 /// Boxed error for the commands: each one already says what to do.

@@ -1,24 +1,29 @@
 //! `postbox migrate`.
 
 use crate::CliError;
-use postbox::migrate::{self, Notify};
+use postbox::migrate::{self, WakeUp};
 use postbox::SchemaName;
 use sqlx::Connection;
 
 #[derive(clap::Args)]
 pub struct Args {
     /// PostgreSQL URL.
-    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    #[arg(long, env = "POSTBOX_DATABASE_URL", hide_env_values = true)]
     database_url: Option<String>,
-    /// Schema to create or upgrade (repeat for several). Validated against ^[a-z_][a-z0-9_]{0,62}$.
-    #[arg(long = "schema", required = true)]
+    /// Schema to create or upgrade (repeat, or comma-separated, for several). Validated against ^[a-z_][a-z0-9_]{0,62}$.
+    #[arg(
+        long = "schema",
+        visible_alias = "schemas",
+        required = true,
+        value_delimiter = ','
+    )]
     schemas: Vec<String>,
     /// Relay wake-up: `statement` (a NOTIFY per producer statement), `adaptive` (a NOTIFY
     /// only while the relay worker of the row's partition sleeps), `logical` (no trigger: a
     /// publication of the outbox's inserts the relay follows by logical decoding; needs
     /// wal_level = logical and a relay role with REPLICATION) or `off` (polling only).
     #[arg(long, default_value = "adaptive")]
-    notify: Notify,
+    notify: WakeUp,
     /// Print the SQL instead of applying it (for your own migration tool).
     #[arg(long)]
     print: bool,
@@ -45,7 +50,7 @@ pub async fn run(a: Args) -> Result<(), CliError> {
     }
     let url = a
         .database_url
-        .ok_or("no database: pass --database-url or set DATABASE_URL")?;
+        .ok_or("no database: pass --database-url or set POSTBOX_DATABASE_URL (or DATABASE_URL)")?;
     let redacted = postbox_relay::Secret::new(url.clone()).redacted();
     let mut conn = sqlx::PgConnection::connect(&url)
         .await

@@ -1,36 +1,43 @@
 //! `postbox relay`.
 
-use crate::settings::SinkKind;
-use crate::settings::{Overrides, Settings};
+use crate::settings::{self, Settings, SettingsArgs};
 use crate::CliError;
-use postbox_bullmq::BullmqSink;
-use postbox_kafka::KafkaSink;
-use postbox_relay::{Relay, RouteMatch, Router, Sink, TopicPattern};
+use postbox_relay::{Destination, Relay, RouteMatch, Router, TopicPattern};
+use std::collections::HashMap;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 #[derive(clap::Args)]
 #[command(
-    after_help = "Settings are layered: built-in defaults < config file < environment < flags.\nPasswords in URLs are never printed."
+    after_help = "Settings are layered: built-in defaults < config file < environment < flags.\n\
+                  `--print-config --defaults` prints every setting with its default, flag and variable.\n\
+                  Passwords in URLs are never printed."
 )]
 pub struct Args {
     #[command(flatten)]
-    overrides: Overrides,
-    /// Print the effective settings (passwords redacted) and exit.
+    settings: SettingsArgs,
+    /// Print the effective settings as TOML (passwords hidden) and exit.
     #[arg(long)]
     print_config: bool,
+    /// With --print-config: every setting's default, doc, flag and variable instead.
+    #[arg(long, requires = "print_config")]
+    defaults: bool,
 }
 
 pub async fn run(a: Args, shutdown: CancellationToken) -> Result<(), CliError> {
-    let s = Settings::load(&a.overrides)?;
-    if a.print_config {
-        println!("{:#?}", s);
+    if a.print_config && a.defaults {
+        print!("{}", settings::reference());
         return Ok(());
     }
-    let sink = build_sink(&s)?;
+    let s = Settings::load(&a.settings)?;
+    if a.print_config {
+        print!("{}", settings::effective(&s)?);
+        return Ok(());
+    }
+    let sink = build_destination(&s)?;
     tracing::info!(database = %s.relay.database_url, sink = sink.name(), "starting relay");
     let relay = Relay::new(s.relay, sink)?;
-    let admin = match &s.admin_listen {
+    let admin = match &s.top.admin_listen {
         Some(addr) => Some(crate::admin::serve(addr, relay.readiness(), shutdown.clone()).await?),
         None => None,
     };
@@ -43,32 +50,30 @@ pub async fn run(a: Args, shutdown: CancellationToken) -> Result<(), CliError> {
 }
 
 /// One sink per kind in use; a router in front when routes are configured.
-fn build_sink(s: &Settings) -> Result<Arc<dyn Sink>, CliError> {
-    let mut used = vec![s.sink];
-    used.extend(s.routes.iter().map(|r| r.sink));
-    let bullmq: Option<Arc<dyn Sink>> = if used.contains(&SinkKind::Bullmq) {
-        tracing::info!(redis = %s.bullmq.redis_url, "BullMQ sink");
-        Some(Arc::new(BullmqSink::new(s.bullmq.clone())?))
-    } else {
-        None
-    };
-    let kafka: Option<Arc<dyn Sink>> = if used.contains(&SinkKind::Kafka) {
-        tracing::info!(brokers = %s.kafka.brokers, "Kafka sink");
-        Some(Arc::new(KafkaSink::new(s.kafka.clone())?))
-    } else {
-        None
-    };
-    let pick = |k: SinkKind| -> Arc<dyn Sink> {
-        match k {
-            SinkKind::Bullmq => bullmq.clone().expect("built above"),
-            SinkKind::Kafka => kafka.clone().expect("built above"),
+fn build_destination(s: &Settings) -> Result<Arc<dyn Destination>, CliError> {
+    let mut built: HashMap<&str, Arc<dyn Destination>> = HashMap::new();
+    let used =
+        std::iter::once(s.top.sink.as_str()).chain(s.top.routes.iter().map(|r| r.sink.as_str()));
+    for name in used {
+        if built.contains_key(name) {
+            continue;
         }
-    };
-    if s.routes.is_empty() {
-        return Ok(pick(s.sink));
+        let kind = settings::sinks::find(name)?;
+        let table = s
+            .sinks
+            .get(name)
+            .cloned()
+            .unwrap_or(toml::Value::Table(Default::default()));
+        let b = (kind.build)(table, &s.relay, s.file.as_deref())?;
+        tracing::info!(sink = name, "{}", b.describe);
+        built.insert(kind.name, b.destination);
     }
-    let mut router = Router::new(pick(s.sink));
-    for r in &s.routes {
+    let default = built[s.top.sink.as_str()].clone();
+    if s.top.routes.is_empty() {
+        return Ok(default);
+    }
+    let mut router = Router::new(default);
+    for r in &s.top.routes {
         if r.topic.as_deref() == Some("") || (r.topic.is_none() && r.schema.is_none()) {
             return Err(
                 "invalid route: give a non-empty `topic` pattern, a `schema`, or both".into(),
@@ -78,7 +83,7 @@ fn build_sink(s: &Settings) -> Result<Arc<dyn Sink>, CliError> {
             topic: r.topic.clone().map(TopicPattern::new),
             schema: r.schema.clone(),
         };
-        router = router.route(m, pick(r.sink));
+        router = router.route(m, built[r.sink.as_str()].clone());
     }
     Ok(Arc::new(router))
 }

@@ -6,7 +6,7 @@ pub struct Services {
     /// PostgreSQL URL.
     #[arg(
         long,
-        env = "DATABASE_URL",
+        env = "POSTBOX_DATABASE_URL",
         hide_env_values = true,
         default_value = "postgres://postgres:postgres@127.0.0.1:5432/postgres"
     )]
@@ -14,7 +14,7 @@ pub struct Services {
     /// Redis URL.
     #[arg(
         long,
-        env = "REDIS_URL",
+        env = "POSTBOX_REDIS_URL",
         hide_env_values = true,
         default_value = "redis://127.0.0.1:6379"
     )]

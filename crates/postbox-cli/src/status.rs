@@ -12,10 +12,15 @@ use std::collections::BTreeMap;
 #[derive(clap::Args)]
 pub struct Args {
     /// PostgreSQL URL.
-    #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
+    #[arg(long, env = "POSTBOX_DATABASE_URL", hide_env_values = true)]
     database_url: Option<String>,
-    /// Schema to report on (repeat for several).
-    #[arg(long = "schema", required = true)]
+    /// Schema to report on (repeat, or comma-separated, for several).
+    #[arg(
+        long = "schema",
+        visible_alias = "schemas",
+        required = true,
+        value_delimiter = ','
+    )]
     schemas: Vec<String>,
     /// Print one JSON array (one object per schema) instead of tables.
     #[arg(long)]

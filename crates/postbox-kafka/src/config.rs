@@ -2,31 +2,36 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::time::Duration;
 
-/// Kafka sink settings.
-#[derive(Clone, Serialize, Deserialize)]
+/// Kafka sink settings (`[kafka]` in the config file).
+#[derive(Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct KafkaConfig {
-    /// Bootstrap servers, comma-separated. Default: `127.0.0.1:9092`. Env: `POSTBOX_KAFKA_BROKERS`.
+    /// Bootstrap servers, comma-separated `host:port`.
     pub brokers: String,
     /// Outbox topic → Kafka topic (e.g. `"payment.completed" = "payments"`).
-    /// Topics not listed are used as they are. Default: empty.
+    /// Topics not listed are used as they are.
     pub topic_map: BTreeMap<String, String>,
     /// Message value: `payload` (the payload JSON) or `envelope`
-    /// (`{id, type, key, payload, occurred_at}`). Default: `payload`.
+    /// (`{id, type, key, payload, occurred_at}`).
     pub value: ValueFormat,
-    /// How long librdkafka may try to deliver one message (ms). Must stay below
-    /// the relay's `publish_timeout`. Default: 5000.
-    pub message_timeout_ms: u64,
+    /// How long librdkafka may try to deliver one message; must be shorter
+    /// than the relay's `publish_timeout`.
+    #[serde(with = "humantime_serde")]
+    #[schemars(with = "postbox_relay::HumanDuration")]
+    pub message_timeout: Duration,
     /// Extra librdkafka properties (`security.protocol`, `sasl.*`, `ssl.*`,
     /// `compression.type`...). Properties that postbox's guarantees depend on
     /// (`enable.idempotence`, `acks`, `max.in.flight.requests.per.connection`)
-    /// cannot be overridden. Default: empty.
+    /// cannot be overridden.
     pub properties: BTreeMap<String, String>,
 }
 
 /// What a Kafka message's value holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum ValueFormat {
     /// The payload JSON as it is.
@@ -42,7 +47,7 @@ impl Default for KafkaConfig {
             brokers: "127.0.0.1:9092".into(),
             topic_map: BTreeMap::new(),
             value: ValueFormat::Payload,
-            message_timeout_ms: 5000,
+            message_timeout: Duration::from_secs(5),
             properties: BTreeMap::new(),
         }
     }
@@ -55,7 +60,7 @@ impl std::fmt::Debug for KafkaConfig {
             .field("brokers", &self.brokers)
             .field("topic_map", &self.topic_map)
             .field("value", &self.value)
-            .field("message_timeout_ms", &self.message_timeout_ms)
+            .field("message_timeout", &self.message_timeout)
             .field(
                 "properties",
                 &self
@@ -80,6 +85,37 @@ pub(crate) const GUARDED: &[&str] = &[
     "delivery.timeout.ms",
 ];
 
+impl postbox_relay::Section for KafkaConfig {
+    const NAME: &'static str = "kafka";
+}
+
+impl postbox_relay::SinkConfig for KafkaConfig {
+    fn build(
+        self,
+        relay: &postbox_relay::Config,
+    ) -> Result<std::sync::Arc<dyn postbox_relay::Destination>, postbox_relay::ConfigError> {
+        // librdkafka must give up on a message before the relay gives up on
+        // the batch, or its late answer would be lost.
+        if self.message_timeout >= relay.publish_timeout {
+            return Err(postbox_relay::ConfigError {
+                field: "kafka.message_timeout",
+                reason: format!(
+                    "{} must be shorter than relay.publish_timeout ({}); lower it or raise publish_timeout",
+                    humantime_serde::re::humantime::format_duration(self.message_timeout),
+                    humantime_serde::re::humantime::format_duration(relay.publish_timeout)
+                ),
+            });
+        }
+        Ok(std::sync::Arc::new(postbox_relay::Delivery::new(
+            crate::KafkaSink::new(self)?,
+        )))
+    }
+
+    fn describe(&self) -> String {
+        format!("Kafka at {}", self.brokers)
+    }
+}
+
 impl KafkaConfig {
     /// Check the settings once at start-up.
     pub fn validate(&self) -> Result<(), postbox_relay::ConfigError> {
@@ -97,10 +133,10 @@ impl KafkaConfig {
                 format!("{k} is set by postbox (idempotent producer, acks=all, bounded in-flight) and cannot be overridden"),
             );
         }
-        if self.message_timeout_ms < 100 {
+        if self.message_timeout < Duration::from_millis(100) {
             return err(
-                "kafka.message_timeout_ms",
-                format!("{} is too short (at least 100)", self.message_timeout_ms),
+                "kafka.message_timeout",
+                format!("{:?} is too short (at least 100ms)", self.message_timeout),
             );
         }
         for (from, to) in &self.topic_map {
@@ -112,6 +148,36 @@ impl KafkaConfig {
             }
         }
         Ok(())
+    }
+
+    /// The producer's librdkafka settings: the user's properties, and the
+    /// ones postbox's guarantees rest on (which `validate` keeps them from
+    /// overriding).
+    pub(crate) fn producer_config(&self) -> rdkafka::ClientConfig {
+        let mut cc = rdkafka::ClientConfig::new();
+        cc.set("bootstrap.servers", &self.brokers)
+            .set("enable.idempotence", "true")
+            .set("acks", "all")
+            // Idempotence keeps order with up to 5 requests in flight per connection.
+            .set("max.in.flight.requests.per.connection", "5")
+            .set(
+                "message.timeout.ms",
+                self.message_timeout.as_millis().to_string(),
+            )
+            .set("linger.ms", "0")
+            .set("allow.auto.create.topics", "false");
+        for (k, v) in &self.properties {
+            cc.set(k, v);
+        }
+        cc
+    }
+
+    /// The largest record value the producer accepts.
+    pub(crate) fn max_message_bytes(&self) -> usize {
+        self.properties
+            .get("message.max.bytes")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1_000_000)
     }
 
     /// The Kafka topic for an outbox topic.

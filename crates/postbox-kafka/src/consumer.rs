@@ -1,28 +1,15 @@
-//! Consumers: each Kafka message is handled inside the inbox transaction, and
-//! its offset is committed only after that transaction commits. A crash in
-//! between replays the message; the inbox recognises it and skips the effect.
+//! Consumers: each Kafka message goes through postbox's inbox loop
+//! ([`postbox::InboxConsumer`]) and its offset is committed only after the inbox
+//! transaction commits. A crash in between replays the message; the inbox
+//! recognises it and skips the effect.
 
 use crate::HEADER_EVENT_ID;
-use postbox::{Inbox, Receipt};
-use postbox_relay::BoxError;
+use postbox::{BoxError, ConsumeError, Handler, InboxConsumer};
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::message::{Headers, Message, OwnedMessage};
-use sqlx::{PgConnection, PgPool};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
-
-/// The effect of a message, run in the inbox transaction.
-#[async_trait::async_trait]
-pub trait KafkaHandler: Send + Sync + 'static {
-    /// Perform the effect on `tx`. An error rolls back and the same message is
-    /// retried (after a backoff) before any later message of its partition.
-    async fn handle(&self, tx: &mut PgConnection, msg: &OwnedMessage) -> Result<(), BoxError>;
-    /// After the database commit, before the offset commit.
-    async fn after_commit(&self, _msg: &OwnedMessage) {}
-    /// The message was already in the inbox; its effect was skipped.
-    async fn on_duplicate(&self, _msg: &OwnedMessage) {}
-}
 
 /// The inbox key of a message: its `postbox-event-id` header, else its
 /// coordinates (for producers that are not postbox).
@@ -68,36 +55,42 @@ pub fn consumer_config(brokers: &str, group: &str) -> rdkafka::ClientConfig {
     c
 }
 
-/// Consume from `consumer` (already subscribed) until `shutdown`, as `name`
-/// in `inbox`.
-pub async fn inbox_consumer<H: KafkaHandler>(
-    pool: &PgPool,
-    inbox: &Inbox,
-    name: &str,
-    consumer: &StreamConsumer,
+/// Consume from `kafka` (already subscribed) until `shutdown`, each message
+/// through `inbox` (postbox's inbox loop) before its offset is committed.
+///
+/// A handler error rolls back and the same message is retried, with backoff,
+/// before any later message of its partition (Kafka's order is the
+/// partition's); a database outage is retried inside the inbox loop. On
+/// shutdown the message in hand is left uncommitted and is delivered again.
+pub async fn inbox_consumer<H: Handler<OwnedMessage>>(
+    inbox: &InboxConsumer,
+    kafka: &StreamConsumer,
     handler: &H,
     shutdown: CancellationToken,
 ) -> Result<(), BoxError> {
     loop {
         let msg = tokio::select! {
             _ = shutdown.cancelled() => return Ok(()),
-            m = consumer.recv() => m?.detach(),
+            m = kafka.recv() => m?.detach(),
         };
-        let mut delay = Duration::from_millis(100);
+        let id = message_id(&msg);
         // Every log line about this message carries its id and trace parent.
         let span = tracing::info_span!(
             "message",
-            message_id = %message_id(&msg),
+            message_id = %id,
             traceparent = trace_context(&msg).map(|t| t.traceparent)
         );
+        let mut delay = Duration::from_millis(100);
         loop {
-            match process(pool, inbox, name, handler, &msg)
+            match inbox
+                .process(&id, &msg, handler, &shutdown)
                 .instrument(span.clone())
                 .await
             {
-                Ok(()) => break,
+                Ok(_) => break,
+                Err(ConsumeError::Cancelled) => return Ok(()),
                 Err(e) => {
-                    tracing::warn!(error = %e, topic = msg.topic(), partition = msg.partition(), offset = msg.offset(), "handler failed; retrying the message");
+                    tracing::warn!(error = %e, topic = msg.topic(), partition = msg.partition(), offset = msg.offset(), "message not processed; retrying it");
                     tokio::select! {
                         _ = shutdown.cancelled() => return Ok(()),
                         _ = tokio::time::sleep(delay) => {}
@@ -113,30 +106,6 @@ pub async fn inbox_consumer<H: KafkaHandler>(
             msg.partition(),
             rdkafka::Offset::Offset(msg.offset() + 1),
         )?;
-        consumer.commit(&tpl, CommitMode::Sync)?;
+        kafka.commit(&tpl, CommitMode::Sync)?;
     }
-}
-
-async fn process<H: KafkaHandler>(
-    pool: &PgPool,
-    inbox: &Inbox,
-    name: &str,
-    handler: &H,
-    msg: &OwnedMessage,
-) -> Result<(), BoxError> {
-    let id = message_id(msg);
-    let mut tx = pool.begin().await?;
-    match inbox.receive(&mut tx, name, &id).await? {
-        Receipt::Fresh => {
-            handler.handle(&mut tx, msg).await?;
-            tx.commit().await?;
-            handler.after_commit(msg).await;
-        }
-        Receipt::Duplicate => {
-            tx.rollback().await?;
-            tracing::info!(message_id = %id, consumer = name, "duplicate delivery skipped by the inbox");
-            handler.on_duplicate(msg).await;
-        }
-    }
-    Ok(())
 }

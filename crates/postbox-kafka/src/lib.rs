@@ -2,12 +2,23 @@
 //! whose delivery reports decide what is marked sent) and the consumer side
 //! ([`inbox_consumer`], offsets committed only after the inbox transaction).
 
+//! The sink needs the `sink` feature (on by default); a service that only
+//! consumes turns default features off and does not compile the relay.
+
+#[cfg(feature = "sink")]
 mod config;
 mod consumer;
+#[cfg(feature = "sink")]
+mod encoding;
+#[cfg(feature = "sink")]
 mod sink;
 
+#[cfg(feature = "sink")]
 pub use config::{KafkaConfig, ValueFormat};
-pub use consumer::{consumer_config, inbox_consumer, message_id, trace_context, KafkaHandler};
+pub use consumer::{consumer_config, inbox_consumer, message_id, trace_context};
+/// The inbox loop this crate's consumer wraps, re-exported.
+pub use postbox::{Handler, InboxConsumer, Processed};
+#[cfg(feature = "sink")]
 pub use sink::KafkaSink;
 
 /// Re-export of the pinned `rdkafka` crate.

@@ -2,18 +2,16 @@
 //! `acks=all`); a row is marked sent only after its delivery report succeeded.
 //!
 //! Order: events of one key share a Kafka partition (the key is the message
-//! key). The batch is produced in waves of one event per key, each wave
-//! awaited, so a failed event can never be overtaken by a later event of its
-//! key, whatever librdkafka does with the failure.
+//! key), and the delivery layer sends them in awaited waves, so a failed event
+//! is never overtaken by a later event of its key, whatever librdkafka does
+//! with the failure. This file maps events to records and Kafka errors to
+//! transient or rejected.
 
-use crate::config::{valid_topic, ValueFormat};
-use crate::{KafkaConfig, HEADER_EVENT, HEADER_EVENT_ID};
-use postbox_relay::{waves, Delivery, OutboxEvent, Sink, SinkError};
+use crate::{encoding, KafkaConfig};
+use postbox_relay::{Encoded, OutboxEvent, Sink, SinkError};
 use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode as C};
-use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
-use std::collections::HashSet;
 use std::time::Duration;
 
 /// Publishes outbox events as Kafka messages.
@@ -21,30 +19,13 @@ pub struct KafkaSink {
     config: KafkaConfig,
     client: ClientConfig,
     producer: std::sync::RwLock<FutureProducer>,
-    max_message_bytes: usize,
 }
 
 impl KafkaSink {
     /// Build the producer (connects lazily, so the relay starts while Kafka is down).
     pub fn new(config: KafkaConfig) -> Result<Self, postbox_relay::ConfigError> {
         config.validate()?;
-        let mut cc = ClientConfig::new();
-        cc.set("bootstrap.servers", &config.brokers)
-            .set("enable.idempotence", "true")
-            .set("acks", "all")
-            // Idempotence keeps order with up to 5 requests in flight per connection.
-            .set("max.in.flight.requests.per.connection", "5")
-            .set("message.timeout.ms", config.message_timeout_ms.to_string())
-            .set("linger.ms", "0")
-            .set("allow.auto.create.topics", "false");
-        for (k, v) in &config.properties {
-            cc.set(k, v);
-        }
-        let max_message_bytes = config
-            .properties
-            .get("message.max.bytes")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(1_000_000);
+        let cc = config.producer_config();
         let producer: FutureProducer = cc.create().map_err(|e| postbox_relay::ConfigError {
             field: "kafka.properties",
             reason: format!("librdkafka refused the configuration: {e}"),
@@ -53,7 +34,6 @@ impl KafkaSink {
             config,
             client: cc,
             producer: std::sync::RwLock::new(producer),
-            max_message_bytes,
         })
     }
 
@@ -61,11 +41,6 @@ impl KafkaSink {
         self.producer.read().expect("producer lock").clone()
     }
 
-    /// Replace the producer after a transient failure. An idempotent producer
-    /// whose messages timed out carries sequence state the broker may no
-    /// longer accept (seen with a restarted broker: every later message timed
-    /// out); a fresh producer gets a fresh producer id. Nothing unsent is lost:
-    /// the rows are still in the outbox.
     fn renew_producer(&self) {
         match self.client.create::<FutureProducer>() {
             Ok(fresh) => {
@@ -78,46 +53,6 @@ impl KafkaSink {
                 tracing::warn!(error = %e, "cannot create a new Kafka producer; keeping the old one")
             }
         }
-    }
-
-    fn value(&self, e: &OutboxEvent) -> Vec<u8> {
-        match self.config.value {
-            ValueFormat::Payload => serde_json::to_vec(&e.payload),
-            ValueFormat::Envelope => serde_json::to_vec(&serde_json::json!({
-                "id": e.event_id,
-                "type": e.event,
-                "key": e.key,
-                "payload": e.payload,
-                "occurred_at": e.created_at,
-            })),
-        }
-        .expect("JSON values serialise")
-    }
-
-    fn headers(e: &OutboxEvent) -> OwnedHeaders {
-        let id = e.event_id.to_string();
-        let mut h = OwnedHeaders::new()
-            .insert(Header {
-                key: HEADER_EVENT_ID,
-                value: Some(id.as_bytes()),
-            })
-            .insert(Header {
-                key: HEADER_EVENT,
-                value: Some(e.event.as_bytes()),
-            });
-        if let Some(obj) = e.headers.as_object() {
-            for (k, v) in obj {
-                let text = match v {
-                    serde_json::Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
-                h = h.insert(Header {
-                    key: k,
-                    value: Some(text.as_bytes()),
-                });
-            }
-        }
-        h
     }
 }
 
@@ -147,102 +82,63 @@ fn classify(e: &KafkaError, context: &str) -> SinkError {
 
 #[async_trait::async_trait]
 impl Sink for KafkaSink {
+    /// The record's value.
+    type Message = Vec<u8>;
+
     fn name(&self) -> &'static str {
         "kafka"
     }
 
-    async fn publish(&self, batch: &[OutboxEvent]) -> Vec<Delivery> {
-        let mut results: Vec<Option<Delivery>> = batch.iter().map(|_| None).collect();
-        let mut stopped: HashSet<&str> = HashSet::new();
-        let mut broker_down = false;
+    fn encode(&self, e: &OutboxEvent) -> Result<Vec<u8>, SinkError> {
+        encoding::value(&self.config, e)
+    }
+
+    async fn send_wave(&self, wave: Vec<Encoded<'_, Vec<u8>>>) -> Vec<Result<(), SinkError>> {
         let producer = self.producer();
-        for wave in waves(batch) {
-            let mut inflight = Vec::new();
-            for i in wave {
-                let e = &batch[i];
-                let key = e.key.as_deref();
-                if broker_down || key.is_some_and(|k| stopped.contains(k)) {
-                    results[i] = Some(Delivery::Failed(SinkError::NotAttempted));
-                    continue;
-                }
-                let topic = self.config.topic_for(&e.topic);
-                let value = self.value(e);
-                let refused = if !valid_topic(topic) {
-                    Some(SinkError::rejected(format!(
-                        "{topic:?} is not a valid Kafka topic name"
-                    )))
-                } else if value.len() > self.max_message_bytes {
-                    Some(SinkError::rejected(format!(
-                        "message value is {} bytes, over message.max.bytes ({})",
-                        value.len(),
-                        self.max_message_bytes
-                    )))
-                } else {
-                    None
-                };
-                if let Some(err) = refused {
-                    if let Some(k) = key {
-                        stopped.insert(k);
-                    }
-                    results[i] = Some(Delivery::Failed(err));
-                    continue;
-                }
-                let mut record = FutureRecord::<str, [u8]>::to(topic)
-                    .payload(&value)
-                    .headers(Self::headers(e));
-                if let Some(k) = key {
+        let context = |e: &OutboxEvent| {
+            format!(
+                "delivering event {} to {:?}",
+                e.event_id,
+                self.config.topic_for(&e.topic)
+            )
+        };
+        // Enqueue the whole wave, then await its delivery reports.
+        let inflight: Vec<_> = wave
+            .iter()
+            .map(|m| {
+                let e = m.event;
+                let mut record = FutureRecord::<str, [u8]>::to(self.config.topic_for(&e.topic))
+                    .payload(&m.message)
+                    .headers(encoding::headers(e));
+                if let Some(k) = e.key.as_deref() {
                     record = record.key(k);
                 }
-                match producer.send_result(record) {
-                    Ok(fut) => inflight.push((i, fut)),
-                    Err((err, _)) => {
-                        if let Some(k) = key {
-                            stopped.insert(k);
-                        }
-                        let err = classify(
-                            &err,
-                            &format!("producing event {} to {topic:?}", e.event_id),
-                        );
-                        broker_down |= matches!(err, SinkError::Transient { .. });
-                        results[i] = Some(Delivery::Failed(err));
-                    }
-                }
-            }
-            for (i, fut) in inflight {
-                let e = &batch[i];
-                results[i] = Some(match fut.await {
-                    Ok(Ok(_)) => Delivery::Delivered,
-                    Ok(Err((err, _))) => {
-                        if let Some(k) = e.key.as_deref() {
-                            stopped.insert(k);
-                        }
-                        let err = classify(
-                            &err,
-                            &format!(
-                                "delivering event {} to {:?}",
-                                e.event_id,
-                                self.config.topic_for(&e.topic)
-                            ),
-                        );
-                        broker_down |= matches!(err, SinkError::Transient { .. });
-                        Delivery::Failed(err)
-                    }
-                    Err(_) => {
-                        broker_down = true;
-                        Delivery::Failed(SinkError::transient(
-                            "producer dropped the delivery report",
-                        ))
-                    }
-                });
-            }
-        }
-        if broker_down {
-            self.renew_producer();
+                producer
+                    .send_result(record)
+                    .map_err(|(err, _)| classify(&err, &context(e)))
+            })
+            .collect();
+        let mut results = Vec::with_capacity(wave.len());
+        for (m, sent) in wave.iter().zip(inflight) {
+            results.push(match sent {
+                Err(err) => Err(err),
+                Ok(report) => match report.await {
+                    Ok(Ok(_)) => Ok(()),
+                    Ok(Err((err, _))) => Err(classify(&err, &context(m.event))),
+                    Err(_) => Err(SinkError::transient("producer dropped the delivery report")),
+                },
+            });
         }
         results
-            .into_iter()
-            .map(|r| r.unwrap_or(Delivery::Failed(SinkError::NotAttempted)))
-            .collect()
+    }
+
+    /// Replace the producer after a transient failure. An idempotent producer
+    /// whose messages timed out carries sequence state the broker may no
+    /// longer accept (seen with a restarted broker: every later message timed
+    /// out); a fresh producer gets a fresh producer id. Nothing unsent is lost:
+    /// the rows are still in the outbox.
+    async fn reset(&self) {
+        self.renew_producer();
     }
 
     async fn check(&self) -> Result<(), SinkError> {

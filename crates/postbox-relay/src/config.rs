@@ -68,80 +68,110 @@ pub fn redact_url(url: &str) -> String {
     out
 }
 
-/// Relay settings (the `[relay]`-level keys of the config file).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// Relay settings (`[relay]` in the config file).
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
-    /// PostgreSQL URL. Default: none (required). Env: `POSTBOX_DATABASE_URL` or `DATABASE_URL`.
+    /// PostgreSQL URL (`postgres://user:pass@host/db?sslmode=verify-full`).
+    /// Required; `DATABASE_URL` is read when nothing else sets it.
     pub database_url: Secret,
-    /// Schemas whose outbox this relay serves. Default: `["postbox"]`.
+    /// Schemas whose outbox this relay serves.
     pub schemas: Vec<String>,
-    /// Worker sessions per schema; each owns a share of the 64 partitions. Default: 4.
+    /// Worker sessions per schema; each owns a share of the 64 partitions.
     pub workers: usize,
-    /// Rows claimed per batch. Default: 500.
+    /// Rows claimed per batch.
     pub batch_size: i64,
-    /// Fallback poll period when no NOTIFY arrives. Default: 1s.
+    /// Fallback poll period when no wake-up arrives.
     #[serde(with = "humantime_serde")]
+    #[schemars(with = "crate::HumanDuration")]
     pub poll_interval: Duration,
-    /// After a pass that found events, workers poll again at this period
-    /// (instead of waiting for a NOTIFY) for `busy_poll_for`. Default: 1ms (2ms measured p50 5.2 ms at 1,000 msg/s, 1ms 3.3 ms).
+    /// After a pass that found events, poll again at this period instead of
+    /// waiting for a wake-up, for `busy_poll_for`.
     #[serde(with = "humantime_serde")]
+    #[schemars(with = "crate::HumanDuration")]
     pub busy_poll_interval: Duration,
-    /// How long workers keep polling at `busy_poll_interval` after the last
-    /// event before they sleep until a NOTIFY (with `--notify adaptive`,
-    /// producers skip the NOTIFY meanwhile). Zero: sleep at once. Default: 10ms.
+    /// How long to keep polling at `busy_poll_interval` after the last event
+    /// before sleeping until a wake-up (with `--notify adaptive`, producers
+    /// skip the NOTIFY meanwhile). `0s`: sleep at once.
     #[serde(with = "humantime_serde")]
+    #[schemars(with = "crate::HumanDuration")]
     pub busy_poll_for: Duration,
-    /// How often workers re-count relay members and rebalance partitions. Default: 1s.
+    /// How often workers count relay members and rebalance partitions.
     #[serde(with = "humantime_serde")]
+    #[schemars(with = "crate::HumanDuration")]
     pub rebalance_interval: Duration,
     /// Longest wait for the broker to acknowledge one batch; past it the batch
-    /// is treated as a transient failure. Default: 10s.
+    /// is a transient failure and stays in the outbox.
     #[serde(with = "humantime_serde")]
+    #[schemars(with = "crate::HumanDuration")]
     pub publish_timeout: Duration,
-    /// First backoff after a transient failure (broker or database down). Default: 100ms.
+    /// First backoff after a transient failure (broker or database down).
     #[serde(with = "humantime_serde")]
+    #[schemars(with = "crate::HumanDuration")]
     pub backoff_min: Duration,
-    /// Longest backoff after transient failures. Default: 5s.
+    /// Longest backoff after transient failures.
     #[serde(with = "humantime_serde")]
+    #[schemars(with = "crate::HumanDuration")]
     pub backoff_max: Duration,
-    /// Poison failures before a row moves to the dead-letter table. Default: 10.
+    /// Poison failures (the broker refused the event) before a row moves to
+    /// the dead-letter table.
     pub max_attempts: i32,
-    /// Topics (patterns, `*` wildcard) whose rows are *not* dead-lettered after
+    /// Topic patterns (`*` wildcard) whose rows are not dead-lettered after
     /// `max_attempts`: they stay in the outbox and block their key until an
-    /// operator acts (`block` policy). Other topics `skip`: the row goes to the
-    /// dead-letter table and its key moves on. Default: empty (all `skip`).
+    /// operator acts. Other topics' rows go to the dead-letter table and
+    /// their key moves on.
     pub block_topics: Vec<String>,
-    /// First retry delay after a poison failure. Default: 1s.
+    /// First retry delay after a poison failure.
     #[serde(with = "humantime_serde")]
+    #[schemars(with = "crate::HumanDuration")]
     pub retry_base: Duration,
-    /// Longest retry delay after poison failures. Default: 5m.
+    /// Longest retry delay after poison failures.
     #[serde(with = "humantime_serde")]
+    #[schemars(with = "crate::HumanDuration")]
     pub retry_max: Duration,
-    /// What happens to a row once the broker has it: `mark` (set `sent_at`;
-    /// retention deletes it after `outbox_retention`, so recent history stays
-    /// queryable) or `delete` (gone in the same transaction: about a fifth of
-    /// the database work per event and half the dead tuples; see the README's
-    /// benchmark). Default: `mark`.
+    /// Delivered rows: `mark` (set `sent_at`; retention deletes them after
+    /// `outbox_retention`, so recent history stays queryable) or `delete` (at
+    /// once: about a fifth of the database work per event).
     pub sent: SentRows,
-    /// Sent outbox rows older than this are deleted. Default: 1h.
+    /// Sent outbox rows older than this are deleted.
     #[serde(with = "humantime_serde")]
+    #[schemars(with = "crate::HumanDuration")]
     pub outbox_retention: Duration,
     /// Inbox rows older than this are deleted; keep it longer than any broker
-    /// redelivery window. Default: 7d.
+    /// redelivery window.
     #[serde(with = "humantime_serde")]
+    #[schemars(with = "crate::HumanDuration")]
     pub inbox_retention: Duration,
-    /// Dead letters older than this are deleted. Default: 30d.
+    /// Dead letters older than this are deleted.
     #[serde(with = "humantime_serde")]
+    #[schemars(with = "crate::HumanDuration")]
     pub dead_letter_retention: Duration,
-    /// How often retention runs (one relay instance at a time). Default: 30s.
+    /// How often retention runs (one relay instance at a time).
     #[serde(with = "humantime_serde")]
+    #[schemars(with = "crate::HumanDuration")]
     pub maintenance_interval: Duration,
-    /// Rows deleted per retention statement. Default: 1000.
+    /// Rows deleted per retention statement.
     pub retention_batch: i64,
-    /// How often the pending/lag gauges are refreshed. Default: 5s.
+    /// How often the pending/lag gauges are refreshed.
     #[serde(with = "humantime_serde")]
+    #[schemars(with = "crate::HumanDuration")]
     pub stats_interval: Duration,
+}
+
+impl crate::Section for Config {
+    const NAME: &'static str = "relay";
+    const ALIASES: &'static [crate::Alias] = &[
+        crate::Alias {
+            field: "database_url",
+            flags: &[],
+            env: &["DATABASE_URL"],
+        },
+        crate::Alias {
+            field: "schemas",
+            flags: &["schema"],
+            env: &[],
+        },
+    ];
 }
 
 impl Default for Config {
@@ -174,7 +204,9 @@ impl Default for Config {
 }
 
 /// What the relay does with a delivered outbox row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum SentRows {
     /// Set `sent_at`; retention deletes the row later.

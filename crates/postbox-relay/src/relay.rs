@@ -2,7 +2,7 @@
 //! schema has `--notify logical`, plus `workers` worker sessions per schema,
 //! all stopped by one shutdown token.
 
-use crate::{wake, wake_logical, worker::Worker, Config, ConfigError, Sink, Stats};
+use crate::{wake, wake_logical, worker::Worker, Config, ConfigError, Destination, Stats};
 use sqlx::Connection;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,6 +28,15 @@ pub enum RelayError {
     /// A configured schema has no outbox.
     #[error(transparent)]
     Schema(#[from] postbox::Error),
+    /// A task of the running relay panicked: the relay stopped the others and
+    /// cannot do its job.
+    #[error("relay task {task} failed: {reason}; the relay stopped")]
+    TaskFailed {
+        /// Which task (`worker <schema>#<n>`, `maintenance`, `listen`, `logical`).
+        task: String,
+        /// The panic message, or why its ending was unexpected.
+        reason: String,
+    },
 }
 
 /// Readiness of a running relay: the database answers, the broker answers,
@@ -35,7 +44,7 @@ pub enum RelayError {
 #[derive(Clone)]
 pub struct Readiness {
     stats: Arc<Stats>,
-    sink: Arc<dyn Sink>,
+    sink: Arc<dyn Destination>,
     database_url: crate::Secret,
 }
 
@@ -74,13 +83,13 @@ impl Readiness {
 /// A configured relay, ready to [`run`](Relay::run).
 pub struct Relay {
     config: Config,
-    sink: Arc<dyn Sink>,
+    sink: Arc<dyn Destination>,
     stats: Arc<Stats>,
 }
 
 impl Relay {
     /// Validate `config` and build a relay publishing to `sink`.
-    pub fn new(config: Config, sink: Arc<dyn Sink>) -> Result<Self, RelayError> {
+    pub fn new(config: Config, sink: Arc<dyn Destination>) -> Result<Self, RelayError> {
         config.validate()?;
         Ok(Relay {
             config,
@@ -148,7 +157,7 @@ impl Relay {
             &uuid::Uuid::new_v4().simple().to_string()[..6]
         )
         .into();
-        let mut tasks = JoinSet::new();
+        let mut tasks = Tasks::default();
         let mut wakers = HashMap::new();
         for schema in &schemas {
             let (tx, rx) = watch::channel(0u64);
@@ -166,35 +175,40 @@ impl Relay {
                     rx.clone(),
                     shutdown.clone(),
                 );
-                tasks.spawn(worker.run());
+                tasks.spawn(format!("worker {schema}#{n}"), worker.run());
             }
         }
-        tasks.spawn(crate::maintenance::run(
-            config.clone(),
-            schemas.clone(),
-            shutdown.clone(),
-        ));
+        tasks.spawn(
+            "maintenance".into(),
+            crate::maintenance::run(config.clone(), schemas.clone(), shutdown.clone()),
+        );
         if !logical.is_empty() {
             let logical_wakers = logical
                 .iter()
                 .filter_map(|s| Some((s.to_string(), wakers.get(s.as_str())?.clone())))
                 .collect();
-            tasks.spawn(wake_logical::follow(
-                config.clone(),
-                format!("{instance}:logical"),
-                logical.clone(),
-                logical_wakers,
-                shutdown.clone(),
-            ));
+            tasks.spawn(
+                "logical".into(),
+                wake_logical::follow(
+                    config.clone(),
+                    format!("{instance}:logical"),
+                    logical.clone(),
+                    logical_wakers,
+                    shutdown.clone(),
+                ),
+            );
         }
         // Every schema, logical ones too: no trigger NOTIFYs for those, but a
         // schema switched to a NOTIFY policy while the relay runs is served.
-        tasks.spawn(wake::listen(
-            config.database_url.clone(),
-            format!("{instance}:listen"),
-            wakers,
-            shutdown.clone(),
-        ));
+        tasks.spawn(
+            "listen".into(),
+            wake::listen(
+                config.database_url.clone(),
+                format!("{instance}:listen"),
+                wakers,
+                shutdown.clone(),
+            ),
+        );
         tracing::info!(
             %instance,
             schemas = ?schemas,
@@ -203,14 +217,62 @@ impl Relay {
             sink = self.sink.name(),
             "relay started"
         );
-        while let Some(res) = tasks.join_next().await {
-            if let Err(e) = res {
-                // A panicking worker must not leave the others running headless.
-                tracing::error!(error = %e, "relay task failed; shutting down");
-                shutdown.cancel();
-            }
-        }
+        let failed = tasks.join_all(&shutdown).await;
         tracing::info!("relay stopped");
-        Ok(())
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The relay's tasks by name, so a failure says which one it was.
+#[derive(Default)]
+struct Tasks {
+    set: JoinSet<()>,
+    names: HashMap<tokio::task::Id, String>,
+}
+
+impl Tasks {
+    fn spawn(
+        &mut self,
+        name: String,
+        task: impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
+        let id = self.set.spawn(task).id();
+        self.names.insert(id, name);
+    }
+
+    /// Wait for every task. The first that panics cancels `shutdown` (the
+    /// others must not run headless) and is returned as the relay's error.
+    /// Tasks retry what can heal (database, broker) themselves; one may end
+    /// on its own (the logical follower when no schema is published any more).
+    async fn join_all(mut self, shutdown: &CancellationToken) -> Option<RelayError> {
+        let mut failed = None;
+        while let Some(res) = self.set.join_next_with_id().await {
+            let (id, reason) = match res {
+                Ok((id, ())) => {
+                    self.names.remove(&id);
+                    continue;
+                }
+                Err(e) => (e.id(), panic_message(e)),
+            };
+            let task = self.names.remove(&id).unwrap_or_else(|| "unknown".into());
+            tracing::error!(%task, %reason, "relay task failed; stopping the relay");
+            shutdown.cancel();
+            failed.get_or_insert(RelayError::TaskFailed { task, reason });
+        }
+        failed
+    }
+}
+
+fn panic_message(e: tokio::task::JoinError) -> String {
+    match e.try_into_panic() {
+        Ok(p) => p
+            .downcast_ref::<&str>()
+            .map(|s| format!("panicked: {s}"))
+            .or_else(|| p.downcast_ref::<String>().map(|s| format!("panicked: {s}")))
+            .unwrap_or_else(|| "panicked".into()),
+        Err(e) => e.to_string(),
     }
 }

@@ -1,6 +1,6 @@
 //! Route events to sinks by topic pattern, so one relay feeds BullMQ and Kafka at once.
 
-use crate::{Delivery, OutboxEvent, Sink, SinkError};
+use crate::{Destination, OutboxEvent, Outcome, SinkError};
 use std::sync::Arc;
 
 /// A topic pattern: `*` matches any run of characters (`payment.*`, `*`).
@@ -56,13 +56,13 @@ impl From<TopicPattern> for RouteMatch {
 /// gets it; the rest go to the default sink. Each sink keeps per-key order
 /// for what it gets.
 pub struct Router {
-    routes: Vec<(RouteMatch, Arc<dyn Sink>)>,
-    default: Arc<dyn Sink>,
+    routes: Vec<(RouteMatch, Arc<dyn Destination>)>,
+    default: Arc<dyn Destination>,
 }
 
 impl Router {
     /// A router with a default sink.
-    pub fn new(default: Arc<dyn Sink>) -> Self {
+    pub fn new(default: Arc<dyn Destination>) -> Self {
         Router {
             routes: Vec::new(),
             default,
@@ -70,7 +70,7 @@ impl Router {
     }
 
     /// Add a route (checked in the order added).
-    pub fn route(mut self, m: impl Into<RouteMatch>, sink: Arc<dyn Sink>) -> Self {
+    pub fn route(mut self, m: impl Into<RouteMatch>, sink: Arc<dyn Destination>) -> Self {
         self.routes.push((m.into(), sink));
         self
     }
@@ -82,18 +82,18 @@ impl Router {
             .unwrap_or(self.routes.len())
     }
 
-    fn sink(&self, i: usize) -> &Arc<dyn Sink> {
+    fn sink(&self, i: usize) -> &Arc<dyn Destination> {
         self.routes.get(i).map(|r| &r.1).unwrap_or(&self.default)
     }
 }
 
 #[async_trait::async_trait]
-impl Sink for Router {
+impl Destination for Router {
     fn name(&self) -> &'static str {
         "router"
     }
 
-    async fn publish(&self, batch: &[OutboxEvent]) -> Vec<Delivery> {
+    async fn publish(&self, batch: &[OutboxEvent]) -> Vec<Outcome> {
         let mut groups: Vec<Vec<usize>> = vec![Vec::new(); self.routes.len() + 1];
         for (i, e) in batch.iter().enumerate() {
             groups[self.sink_for(e)].push(i);
@@ -107,7 +107,7 @@ impl Sink for Router {
                 let sink = self.sink(s).clone();
                 async move { (s, sink.publish(&sub).await) }
             });
-        let mut results: Vec<Option<Delivery>> = batch.iter().map(|_| None).collect();
+        let mut results: Vec<Option<Outcome>> = batch.iter().map(|_| None).collect();
         for (s, deliveries) in futures::future::join_all(calls).await {
             for (i, d) in groups[s].iter().zip(deliveries) {
                 results[*i] = Some(d);
@@ -116,7 +116,7 @@ impl Sink for Router {
         results
             .into_iter()
             .map(|r| {
-                r.unwrap_or(Delivery::Failed(SinkError::transient(
+                r.unwrap_or(Outcome::Failed(SinkError::transient(
                     "sink returned too few results",
                 )))
             })
@@ -152,16 +152,19 @@ mod tests {
     struct Named(&'static str, std::sync::Mutex<Vec<String>>);
 
     #[async_trait::async_trait]
-    impl Sink for Named {
+    impl Destination for Named {
         fn name(&self) -> &'static str {
             self.0
         }
-        async fn publish(&self, batch: &[OutboxEvent]) -> Vec<Delivery> {
+        async fn check(&self) -> Result<(), SinkError> {
+            Ok(())
+        }
+        async fn publish(&self, batch: &[OutboxEvent]) -> Vec<Outcome> {
             self.1
                 .lock()
                 .unwrap()
                 .extend(batch.iter().map(|e| e.topic.clone()));
-            batch.iter().map(|_| Delivery::Delivered).collect()
+            batch.iter().map(|_| Outcome::Delivered).collect()
         }
     }
 
@@ -170,18 +173,7 @@ mod tests {
         let kafka = Arc::new(Named("kafka", Default::default()));
         let bull = Arc::new(Named("bullmq", Default::default()));
         let r = Router::new(bull.clone()).route(TopicPattern::new("payment.*"), kafka.clone());
-        let ev = |t: &str| OutboxEvent {
-            id: 1,
-            event_id: uuid::Uuid::new_v4(),
-            topic: t.into(),
-            event: "e".into(),
-            key: None,
-            payload: serde_json::json!({}),
-            headers: serde_json::json!({}),
-            attempts: 0,
-            created_at: chrono::Utc::now(),
-            schema: "s".into(),
-        };
+        let ev = |t: &str| OutboxEvent::for_test(1, None, t);
         let out = r
             .publish(&[ev("chat"), ev("payment.completed"), ev("chat")])
             .await;

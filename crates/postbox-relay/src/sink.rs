@@ -1,12 +1,17 @@
-//! What the relay needs from a broker: publish a batch, say per event whether
-//! the broker acknowledged it, and whether a failure is worth retrying.
+//! The seam between the relay and a broker.
+//!
+//! A broker crate implements [`Sink`]: how to encode one event, how to send a
+//! wave (at most one event per key) or an atomic group and read the broker's
+//! answer per message, and which failures are transient. The delivery layer
+//! ([`Delivery`](crate::Delivery)) turns any `Sink` into a [`Destination`], the
+//! batch-level interface the relay's workers and the [`Router`](crate::Router)
+//! use; it alone owns per-key ordering.
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
 
-/// A boxed error source.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+pub use postbox::BoxError;
 
 /// One claimed outbox row.
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
@@ -32,6 +37,25 @@ pub struct OutboxEvent {
     /// The schema whose outbox it came from (set by the relay, not a column).
     #[sqlx(skip)]
     pub schema: String,
+}
+
+#[cfg(test)]
+impl OutboxEvent {
+    /// A row for unit tests.
+    pub(crate) fn for_test(id: i64, key: Option<&str>, topic: &str) -> Self {
+        OutboxEvent {
+            id,
+            event_id: uuid::Uuid::new_v4(),
+            topic: topic.into(),
+            event: "e".into(),
+            key: key.map(Into::into),
+            payload: serde_json::json!({}),
+            headers: serde_json::json!({}),
+            attempts: 0,
+            created_at: chrono::Utc::now(),
+            schema: "s".into(),
+        }
+    }
 }
 
 /// Why an event was not delivered (Vector's Errored vs Rejected).
@@ -70,6 +94,11 @@ impl SinkError {
             source: None,
         }
     }
+    /// Whether another attempt may succeed without anyone acting (the broker
+    /// is down or busy), as opposed to a refusal of this event.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, SinkError::Transient { .. })
+    }
     /// A rejection with a message only.
     pub fn rejected(message: impl Into<String>) -> Self {
         SinkError::Rejected {
@@ -79,33 +108,105 @@ impl SinkError {
     }
 }
 
-/// The broker's answer for one event.
+/// What became of one event of a batch.
 #[derive(Debug)]
-pub enum Delivery {
+pub enum Outcome {
     /// Acknowledged by the broker (or already there: same event id).
     Delivered,
     /// Not delivered.
     Failed(SinkError),
 }
 
-/// A broker the relay publishes to.
+/// An event with its encoding for one broker, as a sink sends it.
+#[derive(Debug)]
+pub struct Encoded<'a, M> {
+    /// The outbox row.
+    pub event: &'a OutboxEvent,
+    /// What [`Sink::encode`] made of it.
+    pub message: M,
+}
+
+/// The answer to an atomic group ([`Sink::send_group`]).
+#[derive(Debug)]
+pub enum GroupOutcome {
+    /// The broker took every message of the group.
+    Delivered,
+    /// The connection failed: nothing or everything ran, so another attempt is
+    /// safe. The batch counts as undelivered (transient).
+    Failed(SinkError),
+    /// The broker answered with an error for some message of the group without
+    /// saying which; the delivery layer sends the batch again in waves (the
+    /// sink's sends must be idempotent by event id).
+    Unclear,
+}
+
+/// When a sink's atomic groups are used (see [`Sink::groups`]).
+#[derive(Debug, Clone, Copy)]
+pub struct GroupPolicy {
+    /// Fewest events of one key a batch must hold to go as a group: below it,
+    /// waves take about as few round trips and hold the broker less.
+    pub min_key_depth: usize,
+}
+
+/// A broker, as the delivery layer drives it. Implementations bring their
+/// config, their encoding and their error classes; never ordering code.
 #[async_trait::async_trait]
 pub trait Sink: Send + Sync + 'static {
-    /// Short name for logs ("bullmq", "kafka").
+    /// One event encoded for this broker.
+    type Message: Send + Sync;
+
+    /// Short name for logs and metrics (`"bullmq"`, `"kafka"`).
     fn name(&self) -> &'static str;
 
-    /// Publish `batch` (in outbox id order) and await the broker's
-    /// acknowledgements. Returns one [`Delivery`] per event, in the same order.
-    ///
-    /// Contract: an event may be delivered only if every earlier event with the
-    /// same key in this batch was delivered; after a failure, later events of
-    /// that key must not reach the broker ([`waves`](crate::waves) helps).
-    /// Publishing an event id that the broker already has must be a no-op
-    /// reported as `Delivered`.
-    async fn publish(&self, batch: &[OutboxEvent]) -> Vec<Delivery>;
+    /// Encode `event`, or refuse it with [`SinkError::Rejected`] naming the
+    /// reason and the fix (too large, invalid destination name). No I/O.
+    fn encode(&self, event: &OutboxEvent) -> Result<Self::Message, SinkError>;
+
+    /// Send one wave and await the broker's acknowledgements. A wave holds at
+    /// most one event per key, so its messages may go concurrently. Returns
+    /// one result per message, in order. Sending an event id the broker
+    /// already has must be a no-op that reports success, where the broker can
+    /// tell (otherwise consumers' inboxes drop the duplicate).
+    async fn send_wave(&self, wave: Vec<Encoded<'_, Self::Message>>) -> Vec<Result<(), SinkError>>;
+
+    /// Whether and when this sink sends a batch as one atomic group
+    /// ([`send_group`](Sink::send_group)). Default: never.
+    fn groups(&self) -> Option<GroupPolicy> {
+        None
+    }
+
+    /// Send a whole batch as one unit the broker runs in order and all at
+    /// once (BullMQ: one `MULTI`/`EXEC`). Every key's events share one topic.
+    /// Only called when [`groups`](Sink::groups) is `Some`.
+    async fn send_group(&self, _group: Vec<Encoded<'_, Self::Message>>) -> GroupOutcome {
+        GroupOutcome::Unclear
+    }
+
+    /// Called after a batch met a transient failure: drop connections or
+    /// producers so the next attempt starts fresh.
+    async fn reset(&self) {}
 
     /// Whether the broker is reachable now (for readiness).
     async fn check(&self) -> Result<(), SinkError> {
         Ok(())
     }
+}
+
+/// Where a claimed batch goes: a [`Delivery`](crate::Delivery) around one
+/// sink, or a [`Router`](crate::Router) over several.
+#[async_trait::async_trait]
+pub trait Destination: Send + Sync + 'static {
+    /// Short name for logs ("bullmq", "kafka", "router").
+    fn name(&self) -> &'static str;
+
+    /// Publish `batch` (in outbox id order) and await the broker's
+    /// acknowledgements. Returns one [`Outcome`] per event, in the same order.
+    ///
+    /// Contract: an event may be delivered only if every earlier event with the
+    /// same key in this batch was delivered; after a failure, later events of
+    /// that key must not reach the broker.
+    async fn publish(&self, batch: &[OutboxEvent]) -> Vec<Outcome>;
+
+    /// Whether the broker is reachable now (for readiness).
+    async fn check(&self) -> Result<(), SinkError>;
 }

@@ -3,7 +3,7 @@
 
 use crate::partitions::{candidates, target_share};
 use crate::wake::WakeRx;
-use crate::{Backoff, Config, Delivery, OutboxEvent, Sink, SinkError, Stats};
+use crate::{Backoff, Config, Destination, OutboxEvent, Outcome, SinkError, Stats};
 use postbox::{sql::Queries, SchemaName, PARTITIONS};
 use sqlx::{Connection, PgConnection};
 use std::collections::HashSet;
@@ -17,7 +17,7 @@ pub(crate) struct Worker {
     schema: SchemaName,
     q: Queries,
     seed: usize,
-    sink: Arc<dyn Sink>,
+    sink: Arc<dyn Destination>,
     stats: Arc<Stats>,
     wake: WakeRx,
     shutdown: CancellationToken,
@@ -28,12 +28,12 @@ pub(crate) struct Worker {
     /// Whether all `owned` partitions are armed in `outbox_wakeup` (producers
     /// NOTIFY for them): true only while this worker sleeps or is about to.
     armed: bool,
-    failpoint: Option<String>,
+    failpoint: crate::failpoint::Failpoint,
 }
 
 /// What every worker of a relay shares.
 pub(crate) struct Parts {
-    pub sink: Arc<dyn Sink>,
+    pub sink: Arc<dyn Destination>,
     pub stats: Arc<Stats>,
     /// `postbox-relay:<pid>:<random>`, the prefix of the sessions' application_name.
     pub instance: Arc<str>,
@@ -76,11 +76,12 @@ impl Worker {
             owned: Vec::new(),
             armed: false,
             app_name: format!("{instance}:worker"),
-            failpoint: std::env::var("POSTBOX_FAILPOINT").ok(),
+            failpoint: crate::failpoint::Failpoint::from_env(),
         }
     }
 
     pub(crate) async fn run(mut self) {
+        self.failpoint.worker_started();
         let transient = Backoff {
             base: self.config.backoff_min,
             max: self.config.backoff_max,
@@ -143,19 +144,7 @@ impl Worker {
                                 // poll serves them without any NOTIFY.
                                 next_poll = now + self.config.busy_poll_interval;
                             } else if !self.armed && !self.owned.is_empty() {
-                                // About to sleep: ask producers to NOTIFY, then
-                                // look once more for rows committed before that.
-                                sqlx::query(&self.q.outbox_wakeup_arm)
-                                    .bind(&self.owned)
-                                    .execute(&mut conn)
-                                    .await?;
-                                let mut fence = conn.begin().await?;
-                                sqlx::query(&self.q.outbox_wakeup_fence)
-                                    .bind(self.schema.as_str())
-                                    .execute(&mut *fence)
-                                    .await?;
-                                fence.commit().await?;
-                                self.armed = true;
+                                self.arm(&mut conn).await?;
                                 claim_now = true;
                             } else {
                                 next_poll = now + self.config.poll_interval;
@@ -243,122 +232,41 @@ impl Worker {
         Ok(false)
     }
 
-    /// Claim → publish → mark → commit, once.
+    /// About to sleep: ask producers to NOTIFY for this worker's partitions,
+    /// and wait out those that may have read the flag unset (the caller then
+    /// looks once more for rows committed before that).
+    async fn arm(&mut self, conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+        sqlx::query(&self.q.outbox_wakeup_arm)
+            .bind(&self.owned)
+            .execute(&mut *conn)
+            .await?;
+        let mut fence = conn.begin().await?;
+        sqlx::query(&self.q.outbox_wakeup_fence)
+            .bind(self.schema.as_str())
+            .execute(&mut *fence)
+            .await?;
+        fence.commit().await?;
+        self.armed = true;
+        Ok(())
+    }
+
+    /// Claim → publish → write back → commit, once.
     async fn pass(&mut self, conn: &mut PgConnection) -> Result<Pass, sqlx::Error> {
         let started = Instant::now();
         let mut tx = conn.begin().await?;
-        let mut batch: Vec<OutboxEvent> = sqlx::query_as(&self.q.outbox_claim_batch)
-            .bind(&self.owned)
-            .bind(self.config.batch_size)
-            .fetch_all(&mut *tx)
-            .await?;
+        let batch = self.claim(&mut tx).await?;
         if batch.is_empty() {
             tx.commit().await?;
             return Ok(Pass::Drained { found: 0 });
         }
-        for e in &mut batch {
-            e.schema = self.schema.to_string();
-        }
         let full = batch.len() as i64 >= self.config.batch_size;
-        if self.failpoint.as_deref() == Some("slow_publish") {
-            // Test hook: a batch in flight for a second, e.g. to SIGTERM it.
-            eprintln!(
-                "postbox failpoint slow_publish: holding {} events for 1s",
-                batch.len()
-            );
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-
-        let deliveries = match tokio::time::timeout(
-            self.config.publish_timeout,
-            self.sink.publish(&batch),
-        )
-        .await
-        {
-            Ok(d) if d.len() == batch.len() => d,
-            Ok(d) => {
-                tracing::error!(sink = self.sink.name(), expected = batch.len(), got = d.len(), "sink broke its contract (wrong number of results); treating the batch as not delivered");
-                batch
-                    .iter()
-                    .map(|_| {
-                        Delivery::Failed(SinkError::transient(
-                            "sink returned a wrong number of results",
-                        ))
-                    })
-                    .collect()
-            }
-            Err(_) => batch
-                .iter()
-                .map(|_| {
-                    Delivery::Failed(SinkError::transient(format!(
-                        "no acknowledgement within publish_timeout ({:?})",
-                        self.config.publish_timeout
-                    )))
-                })
-                .collect(),
-        };
-
-        if self.failpoint.as_deref() == Some("after_publish") {
-            // Test hook: the batch is at the broker, not yet marked. The test
-            // SIGKILLs us here to prove the republish is absorbed.
-            eprintln!(
-                "postbox failpoint after_publish: {} events published, not committed",
-                batch.len()
-            );
-            std::future::pending::<()>().await;
-        }
-
-        let plan = plan(&batch, deliveries);
-        if !plan.sent.is_empty() {
-            let done = match self.config.sent {
-                crate::SentRows::Mark => &self.q.outbox_mark_sent,
-                crate::SentRows::Delete => &self.q.outbox_delete_sent,
-            };
-            sqlx::query(done).bind(&plan.sent).execute(&mut *tx).await?;
-        }
-        let retry = Backoff {
-            base: self.config.retry_base,
-            max: self.config.retry_max,
-        };
+        self.failpoint.before_publish(batch.len()).await;
+        let outcomes = self.publish(&batch).await;
+        self.failpoint.after_publish(batch.len()).await;
+        let plan = plan(&batch, outcomes);
+        self.mark_sent(&mut tx, &plan.sent).await?;
         for (event, error) in &plan.rejected {
-            let reason = format!(
-                "{} (attempt {} of {})",
-                error,
-                event.attempts + 1,
-                self.config.max_attempts
-            );
-            let blocks = self
-                .config
-                .block_topics
-                .iter()
-                .any(|p| crate::TopicPattern::new(p.as_str()).matches(&event.topic));
-            if event.attempts + 1 >= self.config.max_attempts && blocks {
-                sqlx::query(&self.q.outbox_block_key)
-                    .bind(event.id)
-                    .bind(&reason)
-                    .execute(&mut *tx)
-                    .await?;
-                metrics::counter!("postbox_blocked_keys_total", "schema" => self.schema.to_string()).increment(1);
-                tracing::error!(schema = %self.schema, event_id = %event.event_id, topic = %event.topic, key = ?event.key, error = %reason, "event out of attempts; its key is blocked until an operator fixes the row and sets next_attempt_at = NULL");
-            } else if event.attempts + 1 >= self.config.max_attempts {
-                sqlx::query(&self.q.outbox_dead_letter_move)
-                    .bind(event.id)
-                    .bind(&reason)
-                    .execute(&mut *tx)
-                    .await?;
-                self.stats.dead_lettered.fetch_add(1, Relaxed);
-                metrics::counter!("postbox_dead_letters_total", "schema" => self.schema.to_string()).increment(1);
-                tracing::error!(schema = %self.schema, event_id = %event.event_id, topic = %event.topic, key = ?event.key, error = %reason, "event dead-lettered");
-            } else {
-                let delay = retry.delay(event.attempts as u32);
-                sqlx::query(&self.q.outbox_record_failure)
-                    .bind(event.id)
-                    .bind(&reason)
-                    .bind(delay.as_millis() as f64)
-                    .execute(&mut *tx)
-                    .await?;
-                tracing::warn!(schema = %self.schema, event_id = %event.event_id, topic = %event.topic, key = ?event.key, error = %reason, retry_in = ?delay, "event rejected by the broker; will retry");
-            }
+            self.record_rejection(&mut tx, event, error).await?;
         }
         if self.armed {
             // Awake and working: producers of these partitions may skip the
@@ -370,7 +278,124 @@ impl Worker {
             self.armed = false;
         }
         tx.commit().await?;
+        self.report(&batch, &plan, started);
+        if let Some(e) = plan.transient {
+            self.stats.transient_errors.fetch_add(1, Relaxed);
+            tracing::warn!(schema = %self.schema, sink = self.sink.name(), error = %e, unsent = batch.len() - plan.sent.len(), "broker unavailable; rows stay in the outbox");
+            return Ok(Pass::BrokerDown);
+        }
+        Ok(if full {
+            Pass::Full
+        } else {
+            Pass::Drained { found: batch.len() }
+        })
+    }
 
+    /// The next batch of this worker's partitions, locked until the commit.
+    async fn claim(&self, tx: &mut PgConnection) -> Result<Vec<OutboxEvent>, sqlx::Error> {
+        let mut batch: Vec<OutboxEvent> = sqlx::query_as(&self.q.outbox_claim_batch)
+            .bind(&self.owned)
+            .bind(self.config.batch_size)
+            .fetch_all(&mut *tx)
+            .await?;
+        for e in &mut batch {
+            e.schema = self.schema.to_string();
+        }
+        Ok(batch)
+    }
+
+    /// The destination's answer per event; no answer within `publish_timeout`,
+    /// or a wrong number of answers, is a transient failure of the batch.
+    async fn publish(&self, batch: &[OutboxEvent]) -> Vec<Outcome> {
+        let all_failed = |why: String| {
+            batch
+                .iter()
+                .map(|_| Outcome::Failed(SinkError::transient(why.clone())))
+                .collect()
+        };
+        match tokio::time::timeout(self.config.publish_timeout, self.sink.publish(batch)).await {
+            Ok(d) if d.len() == batch.len() => d,
+            Ok(d) => {
+                tracing::error!(sink = self.sink.name(), expected = batch.len(), got = d.len(), "sink broke its contract (wrong number of results); treating the batch as not delivered");
+                all_failed("sink returned a wrong number of results".into())
+            }
+            Err(_) => all_failed(format!(
+                "no acknowledgement within publish_timeout ({:?})",
+                self.config.publish_timeout
+            )),
+        }
+    }
+
+    async fn mark_sent(&self, tx: &mut PgConnection, sent: &[i64]) -> Result<(), sqlx::Error> {
+        if sent.is_empty() {
+            return Ok(());
+        }
+        let done = match self.config.sent {
+            crate::SentRows::Mark => &self.q.outbox_mark_sent,
+            crate::SentRows::Delete => &self.q.outbox_delete_sent,
+        };
+        sqlx::query(done).bind(sent).execute(&mut *tx).await?;
+        Ok(())
+    }
+
+    /// A poison failure: retry later with backoff, or, out of attempts,
+    /// dead-letter the row (its key moves on) or block its key (`block_topics`).
+    async fn record_rejection(
+        &self,
+        tx: &mut PgConnection,
+        event: &OutboxEvent,
+        error: &SinkError,
+    ) -> Result<(), sqlx::Error> {
+        let reason = format!(
+            "{} (attempt {} of {})",
+            error,
+            event.attempts + 1,
+            self.config.max_attempts
+        );
+        let out_of_attempts = event.attempts + 1 >= self.config.max_attempts;
+        let blocks = self
+            .config
+            .block_topics
+            .iter()
+            .any(|p| crate::TopicPattern::new(p.as_str()).matches(&event.topic));
+        if out_of_attempts && blocks {
+            sqlx::query(&self.q.outbox_block_key)
+                .bind(event.id)
+                .bind(&reason)
+                .execute(&mut *tx)
+                .await?;
+            metrics::counter!("postbox_blocked_keys_total", "schema" => self.schema.to_string())
+                .increment(1);
+            tracing::error!(schema = %self.schema, event_id = %event.event_id, topic = %event.topic, key = ?event.key, error = %reason, "event out of attempts; its key is blocked until an operator fixes the row and sets next_attempt_at = NULL");
+        } else if out_of_attempts {
+            sqlx::query(&self.q.outbox_dead_letter_move)
+                .bind(event.id)
+                .bind(&reason)
+                .execute(&mut *tx)
+                .await?;
+            self.stats.dead_lettered.fetch_add(1, Relaxed);
+            metrics::counter!("postbox_dead_letters_total", "schema" => self.schema.to_string())
+                .increment(1);
+            tracing::error!(schema = %self.schema, event_id = %event.event_id, topic = %event.topic, key = ?event.key, error = %reason, "event dead-lettered");
+        } else {
+            let retry = Backoff {
+                base: self.config.retry_base,
+                max: self.config.retry_max,
+            };
+            let delay = retry.delay(event.attempts as u32);
+            sqlx::query(&self.q.outbox_record_failure)
+                .bind(event.id)
+                .bind(&reason)
+                .bind(delay.as_millis() as f64)
+                .execute(&mut *tx)
+                .await?;
+            tracing::warn!(schema = %self.schema, event_id = %event.event_id, topic = %event.topic, key = ?event.key, error = %reason, retry_in = ?delay, "event rejected by the broker; will retry");
+        }
+        Ok(())
+    }
+
+    /// Metrics and counters of a committed batch.
+    fn report(&self, batch: &[OutboxEvent], plan: &Plan<'_>, started: Instant) {
         let schema = self.schema.to_string();
         let sink = self.sink.name();
         metrics::counter!("postbox_events_published_total", "schema" => schema.clone(), "sink" => sink).increment(plan.sent.len() as u64);
@@ -381,7 +406,7 @@ impl Worker {
         let now = chrono::Utc::now();
         let sent: HashSet<i64> = plan.sent.iter().copied().collect();
         // One handle per batch: resolving the labelled histogram per event was
-        // a measurable share of the relay's CPU at 30k+ events/s.
+        // a measurable share of the relay's CPU.
         let latency =
             metrics::histogram!("postbox_publish_latency_seconds", "schema" => schema.clone());
         for e in batch.iter().filter(|e| sent.contains(&e.id)) {
@@ -393,7 +418,7 @@ impl Worker {
             metrics::counter!("postbox_publish_errors_total", "schema" => schema.clone(), "class" => "rejected").increment(plan.rejected.len() as u64);
         }
         if plan.transient.is_some() {
-            metrics::counter!("postbox_publish_errors_total", "schema" => schema.clone(), "class" => "transient").increment(1);
+            metrics::counter!("postbox_publish_errors_total", "schema" => schema, "class" => "transient").increment(1);
         }
         self.stats
             .published
@@ -403,16 +428,6 @@ impl Worker {
             .fetch_add(plan.rejected.len() as u64, Relaxed);
         self.stats.batches.fetch_add(1, Relaxed);
         tracing::debug!(schema = %self.schema, claimed = batch.len(), sent = plan.sent.len(), elapsed = ?started.elapsed(), "batch committed");
-        if let Some(e) = plan.transient {
-            self.stats.transient_errors.fetch_add(1, Relaxed);
-            tracing::warn!(schema = %self.schema, sink = self.sink.name(), error = %e, unsent = batch.len() - plan.sent.len(), "broker unavailable; rows stay in the outbox");
-            return Ok(Pass::BrokerDown);
-        }
-        Ok(if full {
-            Pass::Full
-        } else {
-            Pass::Drained { found: batch.len() }
-        })
     }
 
     /// Sleep, but wake early on shutdown.
@@ -443,7 +458,7 @@ struct Plan<'a> {
 /// Turn the sink's answers into marks, enforcing per-key order whatever the
 /// sink did: after the first failure of a key, later events of that key are
 /// left unsent (not even marked if the sink claims it delivered them).
-fn plan(batch: &[OutboxEvent], deliveries: Vec<Delivery>) -> Plan<'_> {
+fn plan(batch: &[OutboxEvent], deliveries: Vec<Outcome>) -> Plan<'_> {
     let mut stopped: HashSet<&str> = HashSet::new();
     let mut out = Plan {
         sent: Vec::new(),
@@ -456,8 +471,8 @@ fn plan(batch: &[OutboxEvent], deliveries: Vec<Delivery>) -> Plan<'_> {
             continue;
         }
         match delivery {
-            Delivery::Delivered => out.sent.push(event.id),
-            Delivery::Failed(e) => {
+            Outcome::Delivered => out.sent.push(event.id),
+            Outcome::Failed(e) => {
                 if let Some(k) = key {
                     stopped.insert(k);
                 }
@@ -479,18 +494,7 @@ mod tests {
     use super::*;
 
     fn ev(id: i64, key: Option<&str>) -> OutboxEvent {
-        OutboxEvent {
-            id,
-            event_id: uuid::Uuid::new_v4(),
-            topic: "t".into(),
-            event: "e".into(),
-            key: key.map(Into::into),
-            payload: serde_json::json!({}),
-            headers: serde_json::json!({}),
-            attempts: 0,
-            created_at: chrono::Utc::now(),
-            schema: "s".into(),
-        }
+        OutboxEvent::for_test(id, key, "t")
     }
 
     #[test]
@@ -503,12 +507,12 @@ mod tests {
             ev(5, Some("b")),
         ];
         let d = vec![
-            Delivery::Failed(SinkError::transient("down")),
-            Delivery::Delivered,
+            Outcome::Failed(SinkError::transient("down")),
+            Outcome::Delivered,
             // A sink that wrongly reports a later event of a failed key: not marked.
-            Delivery::Delivered,
-            Delivery::Failed(SinkError::rejected("too big")),
-            Delivery::Delivered,
+            Outcome::Delivered,
+            Outcome::Failed(SinkError::rejected("too big")),
+            Outcome::Delivered,
         ];
         let p = plan(&b, d);
         assert_eq!(p.sent, vec![2, 5]);

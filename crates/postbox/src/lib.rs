@@ -17,15 +17,20 @@
 //! # Ok(()) }
 //! ```
 
+pub mod consume;
 mod error;
 mod ident;
 pub mod inbox;
 pub mod migrate;
 mod outbox;
 pub mod roles;
+/// The SQL of every query, rendered for a schema. Internal: shared with
+/// `postbox-relay`, not part of the API (no semver promise).
+#[doc(hidden)]
 pub mod sql;
 pub mod trace;
 
+pub use consume::{BoxError, ConsumeError, Handler, InboxConsumer, Processed};
 pub use error::Error;
 pub use ident::{RoleName, SchemaName};
 pub use inbox::{Inbox, Receipt};

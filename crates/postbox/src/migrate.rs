@@ -63,7 +63,7 @@ pub fn migrations(schema: &SchemaName) -> Vec<Migration> {
 
 /// How producers wake the relay (DESIGN.md §3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Notify {
+pub enum WakeUp {
     /// A statement-level trigger sends one NOTIFY per producer statement.
     Statement,
     /// No trigger: the relay finds new rows by polling only.
@@ -84,14 +84,14 @@ pub enum Notify {
 
 pub use crate::sql::publication_name;
 
-impl std::str::FromStr for Notify {
+impl std::str::FromStr for WakeUp {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
-            "statement" => Ok(Notify::Statement),
-            "off" => Ok(Notify::Off),
-            "adaptive" => Ok(Notify::Adaptive),
-            "logical" => Ok(Notify::Logical),
+            "statement" => Ok(WakeUp::Statement),
+            "off" => Ok(WakeUp::Off),
+            "adaptive" => Ok(WakeUp::Adaptive),
+            "logical" => Ok(WakeUp::Logical),
             other => Err(format!(
                 "unknown notify policy {other:?}: use \"statement\", \"adaptive\", \"logical\" or \"off\""
             )),
@@ -113,11 +113,11 @@ pub struct Report {
 /// Safe to run concurrently and repeatedly: an advisory lock serialises runs,
 /// applied versions are skipped, and a changed migration is an error. One
 /// transaction: on any error (e.g. [`Error::WalLevelNotLogical`] for
-/// [`Notify::Logical`]) nothing changes.
+/// [`WakeUp::Logical`]) nothing changes.
 pub async fn run(
     conn: &mut PgConnection,
     schema: &SchemaName,
-    notify: Notify,
+    notify: WakeUp,
 ) -> Result<Report, Error> {
     let q = Queries::new(schema);
     let mut tx = conn.begin().await?;
@@ -125,7 +125,7 @@ pub async fn run(
         .bind(schema.as_str())
         .execute(&mut *tx)
         .await?;
-    if notify == Notify::Logical {
+    if notify == WakeUp::Logical {
         // CREATE PUBLICATION would only warn; without logical decoding the
         // relay could never follow it. Refuse before changing anything.
         let found: String = sqlx::query_scalar(&q.server_wal_level)
@@ -195,15 +195,15 @@ pub async fn run(
     // Exactly one wake-up mechanism (a trigger, the publication, or none) is
     // left in place: drop the others, then (re)create this one.
     let (drops, create) = match notify {
-        Notify::Statement => (
+        WakeUp::Statement => (
             vec![&q.notify_adaptive_drop, &q.notify_logical_drop],
             Some(&q.notify_trigger_create),
         ),
-        Notify::Adaptive => (
+        WakeUp::Adaptive => (
             vec![&q.notify_trigger_drop, &q.notify_logical_drop],
             Some(&q.notify_adaptive_create),
         ),
-        Notify::Off => (
+        WakeUp::Off => (
             vec![
                 &q.notify_trigger_drop,
                 &q.notify_adaptive_drop,
@@ -212,7 +212,7 @@ pub async fn run(
             None,
         ),
         // Its file drops both triggers, then (re)creates the publication.
-        Notify::Logical => (vec![], Some(&q.notify_logical_create)),
+        WakeUp::Logical => (vec![], Some(&q.notify_logical_create)),
     };
     for drop in drops {
         sqlx::query(drop).execute(&mut *tx).await?;
@@ -279,13 +279,13 @@ mod tests {
     #[test]
     fn notify_policies_parse() {
         for (text, n) in [
-            ("statement", Notify::Statement),
-            ("adaptive", Notify::Adaptive),
-            ("logical", Notify::Logical),
-            ("off", Notify::Off),
+            ("statement", WakeUp::Statement),
+            ("adaptive", WakeUp::Adaptive),
+            ("logical", WakeUp::Logical),
+            ("off", WakeUp::Off),
         ] {
-            assert_eq!(text.parse::<Notify>().unwrap(), n);
+            assert_eq!(text.parse::<WakeUp>().unwrap(), n);
         }
-        assert!("wal".parse::<Notify>().unwrap_err().contains("\"logical\""));
+        assert!("wal".parse::<WakeUp>().unwrap_err().contains("\"logical\""));
     }
 }

@@ -12,7 +12,7 @@ use axum::{Json, Router};
 use postbox::{Event, Inbox, Outbox, SchemaName};
 use postbox_bullmq::bullmq::options::RedisConnectionOptions;
 use postbox_bullmq::bullmq::{Job, WorkerOptions};
-use postbox_bullmq::{inbox_worker, BullmqConfig, BullmqSink, InboxHandler};
+use postbox_bullmq::{inbox_worker, BullmqConfig, BullmqSink};
 use serde::Deserialize;
 use socketioxide::extract::{Data, SocketRef};
 use socketioxide::SocketIo;
@@ -204,10 +204,12 @@ pub async fn run(a: Args) -> Result<(), Error> {
     }
 
     let relay = if a.embedded_relay && a.mode == Mode::V2 {
-        let sink = Arc::new(BullmqSink::new(BullmqConfig {
-            redis_url: postbox_relay::Secret::new(a.redis_url.clone()),
-            ..Default::default()
-        })?);
+        let sink = Arc::new(postbox_relay::Delivery::new(BullmqSink::new(
+            BullmqConfig {
+                redis_url: postbox_relay::Secret::new(a.redis_url.clone()),
+                ..Default::default()
+            },
+        )?));
         let relay = postbox_relay::Relay::new(
             postbox_relay::Config {
                 database_url: postbox_relay::Secret::new(a.database_url.clone()),
@@ -420,7 +422,7 @@ async fn send(
 struct Receiver(Arc<Svc>);
 
 #[async_trait::async_trait]
-impl InboxHandler for Receiver {
+impl postbox::Handler<postbox_bullmq::bullmq::Job> for Receiver {
     async fn handle(
         &self,
         tx: &mut PgConnection,
@@ -520,12 +522,15 @@ async fn consume(
             Mode::V2 => match Inbox::new(schema.as_str()) {
                 Ok(inbox) => {
                     inbox_worker(
-                        svc.pool.clone(),
-                        inbox,
-                        &format!("chat-{}", a.service),
+                        postbox::InboxConsumer::new(
+                            svc.pool.clone(),
+                            inbox,
+                            &format!("chat-{}", a.service),
+                        ),
                         &queue,
                         Arc::new(Receiver(svc.clone())),
                         opts.clone(),
+                        shutdown.clone(),
                     )
                     .await
                 }

@@ -268,8 +268,8 @@ impl World {
                 "kafka".into(),
                 "--kafka-brokers".into(),
                 t.bootstrap(),
-                "--kafka-message-timeout-ms".into(),
-                "3000".into(),
+                "--kafka-message-timeout".into(),
+                "2s".into(),
             ]),
             BrokerProc::Bullmq(r) => args.extend(["--redis-url".into(), r.url()]),
         }

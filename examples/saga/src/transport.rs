@@ -8,10 +8,10 @@ use crate::Error;
 use postbox::Inbox;
 use postbox_bullmq::bullmq::options::RedisConnectionOptions;
 use postbox_bullmq::bullmq::{Job, WorkerOptions};
-use postbox_bullmq::{inbox_worker, InboxHandler};
+use postbox_bullmq::inbox_worker;
+use postbox_kafka::inbox_consumer;
 use postbox_kafka::rdkafka::consumer::{Consumer, StreamConsumer};
 use postbox_kafka::rdkafka::message::{Headers, Message, OwnedMessage};
-use postbox_kafka::{inbox_consumer, KafkaHandler};
 use postbox_relay::BoxError;
 use sqlx::PgConnection;
 use std::sync::Arc;
@@ -70,7 +70,7 @@ fn kafka_payload(msg: &OwnedMessage) -> Result<serde_json::Value, BoxError> {
 }
 
 #[async_trait::async_trait]
-impl KafkaHandler for Handler {
+impl postbox::Handler<postbox_kafka::rdkafka::message::OwnedMessage> for Handler {
     async fn handle(&self, tx: &mut PgConnection, msg: &OwnedMessage) -> Result<(), BoxError> {
         self.0
             .handle(tx, &kafka_event(msg), &kafka_payload(msg)?)
@@ -87,7 +87,7 @@ impl KafkaHandler for Handler {
 }
 
 #[async_trait::async_trait]
-impl InboxHandler for Handler {
+impl postbox::Handler<postbox_bullmq::bullmq::Job> for Handler {
     async fn handle(&self, tx: &mut PgConnection, job: &Job) -> Result<(), BoxError> {
         self.0.handle(tx, job.name(), job.data()).await?;
         Ok(())
@@ -163,7 +163,10 @@ async fn consume_kafka(
             postbox_kafka::consumer_config(&a.kafka_brokers, group).create();
         let result = match consumer {
             Ok(c) => match c.subscribe(&[topic]) {
-                Ok(()) => inbox_consumer(pool, inbox, name, &c, handler, shutdown.clone()).await,
+                Ok(()) => {
+                    let inbox = postbox::InboxConsumer::new(pool.clone(), inbox.clone(), name);
+                    inbox_consumer(&inbox, &c, handler, shutdown.clone()).await
+                }
                 Err(e) => Err(e.into()),
             },
             Err(e) => Err(e.into()),
@@ -206,12 +209,11 @@ async fn consume_bullmq(
     let mut delay = Duration::from_millis(100);
     let worker = loop {
         match inbox_worker(
-            pool.clone(),
-            inbox.clone(),
-            name,
+            postbox::InboxConsumer::new(pool.clone(), inbox.clone(), name),
             queue,
             handler.clone(),
             opts.clone(),
+            shutdown.clone(),
         )
         .await
         {

@@ -6,7 +6,7 @@
 use super::report::Section;
 use super::{warm, Ctx, InboxOnly};
 use crate::CliError;
-use postbox::migrate::Notify;
+use postbox::migrate::WakeUp;
 use postbox::Inbox;
 use postbox_bullmq::bullmq::worker::CancellationToken as JobToken;
 use postbox_bullmq::bullmq::{BulkJob, Job, Queue, Worker};
@@ -64,7 +64,7 @@ async fn measure(
     ));
     let q = ctx.queue(&queue).await?;
     fill(&q, p.jobs).await?;
-    let schema = ctx.schema("consumer", Notify::Off).await?;
+    let schema = ctx.schema("consumer", WakeUp::Off).await?;
     let pool = PgPoolOptions::new()
         .max_connections(concurrency as u32 + 2)
         .connect(&p.database_url)
@@ -75,12 +75,11 @@ async fn measure(
     let worker: Worker = if with_inbox {
         let inbox = Inbox::new(schema.as_str())?;
         inbox_worker(
-            pool.clone(),
-            inbox,
-            "bench",
+            postbox::InboxConsumer::new(pool.clone(), inbox, "bench"),
             &queue,
             Arc::new(InboxOnly(|_: &Job| {})),
             opts,
+            tokio_util::sync::CancellationToken::new(),
         )
         .await?
     } else {

@@ -6,7 +6,7 @@ use super::report::Section;
 use super::{Ctx, NullSink};
 use crate::CliError;
 use futures::stream::{FuturesUnordered, StreamExt};
-use postbox::migrate::Notify;
+use postbox::migrate::WakeUp;
 use postbox_bullmq::bullmq::BulkJob;
 use postbox_bullmq::{BullmqConfig, BullmqSink, PublishMode};
 use postbox_kafka::rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -15,7 +15,7 @@ use postbox_kafka::rdkafka::config::ClientConfig;
 use postbox_kafka::rdkafka::message::{Header, OwnedHeaders};
 use postbox_kafka::rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
 use postbox_kafka::{KafkaConfig, KafkaSink, HEADER_EVENT, HEADER_EVENT_ID};
-use postbox_relay::{Relay, Secret, Sink};
+use postbox_relay::{Delivery, Destination, Relay, Secret};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -56,7 +56,7 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
                 publish,
                 ..Default::default()
             })?;
-            let r = drain(ctx, Arc::new(sink), &queue).await?;
+            let r = drain(ctx, Arc::new(Delivery::new(sink)), &queue).await?;
             ctx.obliterate(&queue).await?;
             say(rep, what, r);
             rates.push(r);
@@ -75,7 +75,7 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
                 brokers: brokers.clone(),
                 ..Default::default()
             })?;
-            let r = drain(ctx, Arc::new(sink), &topic).await?;
+            let r = drain(ctx, Arc::new(Delivery::new(sink)), &topic).await?;
             admin.delete(&topic).await;
             say(rep, "relay → Kafka", r);
             kafka.push(r);
@@ -114,9 +114,9 @@ fn say(rep: usize, what: &str, rate: f64) {
 }
 
 /// Pre-fill a fresh schema, start a relay, time until every row is published.
-async fn drain(ctx: &Ctx, sink: Arc<dyn Sink>, topic: &str) -> Result<f64, CliError> {
+async fn drain(ctx: &Ctx, sink: Arc<dyn Destination>, topic: &str) -> Result<f64, CliError> {
     let p = &ctx.p;
-    let schema = ctx.schema("drain", Notify::Off).await?;
+    let schema = ctx.schema("drain", WakeUp::Off).await?;
     sqlx::query(&format!(
         "INSERT INTO {schema}.outbox (topic, event, key, payload)
          SELECT $1, $2, 'key-' || (g % $3), jsonb_build_object('n', g, 'body', $4::text)

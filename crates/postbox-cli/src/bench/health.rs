@@ -5,7 +5,7 @@
 use super::report::{HealthRow, HealthSection};
 use super::{Ctx, NullSink};
 use crate::CliError;
-use postbox::migrate::Notify;
+use postbox::migrate::WakeUp;
 use postbox_relay::{Config, Relay};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,7 +16,7 @@ const RETENTION: Duration = Duration::from_secs(30);
 
 pub async fn run(ctx: &Ctx) -> Result<HealthSection, CliError> {
     let p = &ctx.p;
-    let schema = ctx.schema("health", Notify::Statement).await?;
+    let schema = ctx.schema("health", WakeUp::Statement).await?;
     let shutdown = CancellationToken::new();
     let relay = Relay::new(
         Config {

@@ -10,7 +10,7 @@
 use super::report::{LatencyRow, LatencySection, Spread};
 use super::{relay_ready, warm, Ctx, InboxOnly};
 use crate::CliError;
-use postbox::migrate::Notify;
+use postbox::migrate::WakeUp;
 use postbox::{Event, Inbox, Outbox};
 use postbox_bullmq::bullmq::Job;
 use postbox_bullmq::{inbox_worker, BullmqConfig, BullmqSink};
@@ -35,7 +35,7 @@ enum Variant {
     /// The dual write the outbox replaces: `queue.add` right after the commit.
     Direct,
     /// Outbox row in the producer's transaction; relay woken by this policy.
-    Outbox { notify: Notify, poll: Duration },
+    Outbox { notify: WakeUp, poll: Duration },
 }
 
 impl Variant {
@@ -43,15 +43,15 @@ impl Variant {
         match self {
             Variant::Direct => "direct queue.add after commit (no outbox)".into(),
             Variant::Outbox {
-                notify: Notify::Statement,
+                notify: WakeUp::Statement,
                 poll,
             } => format!("outbox, notify = statement (poll {poll:?})"),
             Variant::Outbox {
-                notify: Notify::Adaptive,
+                notify: WakeUp::Adaptive,
                 poll,
             } => format!("outbox, notify = adaptive (poll {poll:?})"),
             Variant::Outbox {
-                notify: Notify::Logical,
+                notify: WakeUp::Logical,
                 poll,
             } => format!("outbox, notify = logical (poll {poll:?})"),
             Variant::Outbox { poll, .. } => format!("outbox, notify = off, poll {poll:?}"),
@@ -68,22 +68,22 @@ pub async fn run(ctx: &Ctx) -> Result<LatencySection, CliError> {
     let mut variants = vec![
         Variant::Direct,
         Variant::Outbox {
-            notify: Notify::Adaptive,
+            notify: WakeUp::Adaptive,
             poll: Duration::from_secs(1),
         },
         Variant::Outbox {
-            notify: Notify::Statement,
+            notify: WakeUp::Statement,
             poll: Duration::from_secs(1),
         },
     ];
     if logical_available(ctx).await? {
         variants.push(Variant::Outbox {
-            notify: Notify::Logical,
+            notify: WakeUp::Logical,
             poll: Duration::from_secs(1),
         });
     }
     variants.extend(p.poll_intervals.iter().map(|poll| Variant::Outbox {
-        notify: Notify::Off,
+        notify: WakeUp::Off,
         poll: *poll,
     }));
     // [rate][variant] → per repetition: (sent, received, p50, p95, p99, max)
@@ -165,7 +165,7 @@ async fn measure(ctx: &Ctx, v: Variant, rate: u64, what: &str) -> Result<Measure
             "latency",
             match v {
                 Variant::Outbox { notify, .. } => notify,
-                Variant::Direct => Notify::Off,
+                Variant::Direct => WakeUp::Off,
             },
         )
         .await?;
@@ -179,12 +179,11 @@ async fn measure(ctx: &Ctx, v: Variant, rate: u64, what: &str) -> Result<Measure
     let consumers = pool(ctx, CONSUMER_CONCURRENCY as u32 + 2).await?;
     let tl = timeline.clone();
     let worker = inbox_worker(
-        consumers.clone(),
-        Inbox::new(schema.as_str())?,
-        "bench",
+        postbox::InboxConsumer::new(consumers.clone(), Inbox::new(schema.as_str())?, "bench"),
         &queue,
         Arc::new(InboxOnly(move |job: &Job| tl.record(job))),
         ctx.worker_options(CONSUMER_CONCURRENCY),
+        tokio_util::sync::CancellationToken::new(),
     )
     .await?;
     let shutdown = CancellationToken::new();
@@ -194,14 +193,17 @@ async fn measure(ctx: &Ctx, v: Variant, rate: u64, what: &str) -> Result<Measure
                 redis_url: Secret::new(p.redis_url.clone()),
                 ..Default::default()
             })?;
-            let relay = Relay::new(ctx.relay_config(&schema, poll), Arc::new(sink))?;
+            let relay = Relay::new(
+                ctx.relay_config(&schema, poll),
+                Arc::new(postbox_relay::Delivery::new(sink)),
+            )?;
             let stats = relay.stats();
             let task = tokio::spawn(relay.run(shutdown.clone()));
             relay_ready(&stats).await?;
             if matches!(
                 v,
                 Variant::Outbox {
-                    notify: Notify::Logical,
+                    notify: WakeUp::Logical,
                     ..
                 }
             ) {

@@ -15,12 +15,11 @@ mod producer;
 mod report;
 
 use crate::CliError;
-use postbox::migrate::Notify;
+use postbox::migrate::WakeUp;
 use postbox::SchemaName;
 use postbox_bullmq::bullmq::options::RedisConnectionOptions;
 use postbox_bullmq::bullmq::{Job, Queue, QueueOptions, WorkerOptions};
-use postbox_bullmq::InboxHandler;
-use postbox_relay::{BoxError, Config, Delivery, OutboxEvent, Secret, Sink};
+use postbox_relay::{BoxError, Config, Destination, OutboxEvent, Outcome, Secret, SinkError};
 use sqlx::PgPool;
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -324,7 +323,7 @@ pub(crate) struct Ctx {
 
 impl Ctx {
     /// A new migrated schema `postbox_bench_<pid>_<what>` with the given wake-up policy.
-    pub async fn schema(&self, what: &str, notify: Notify) -> Result<SchemaName, CliError> {
+    pub async fn schema(&self, what: &str, notify: WakeUp) -> Result<SchemaName, CliError> {
         let schema = SchemaName::new(&format!("{}_{what}", self.tag))?;
         sqlx::raw_sql(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
             .execute(&self.pool)
@@ -424,12 +423,15 @@ impl Ctx {
 pub(crate) struct NullSink;
 
 #[async_trait::async_trait]
-impl Sink for NullSink {
+impl Destination for NullSink {
     fn name(&self) -> &'static str {
         "null"
     }
-    async fn publish(&self, batch: &[OutboxEvent]) -> Vec<Delivery> {
-        batch.iter().map(|_| Delivery::Delivered).collect()
+    async fn check(&self) -> Result<(), SinkError> {
+        Ok(())
+    }
+    async fn publish(&self, batch: &[OutboxEvent]) -> Vec<Outcome> {
+        batch.iter().map(|_| Outcome::Delivered).collect()
     }
 }
 
@@ -438,7 +440,7 @@ impl Sink for NullSink {
 pub(crate) struct InboxOnly<F>(pub F);
 
 #[async_trait::async_trait]
-impl<F: Fn(&Job) + Send + Sync + 'static> InboxHandler for InboxOnly<F> {
+impl<F: Fn(&Job) + Send + Sync + 'static> postbox::Handler<Job> for InboxOnly<F> {
     async fn handle(&self, _: &mut sqlx::PgConnection, _: &Job) -> Result<(), BoxError> {
         Ok(())
     }

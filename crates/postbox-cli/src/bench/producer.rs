@@ -6,7 +6,7 @@
 use super::report::Section;
 use super::{relay_ready, Ctx, NullSink};
 use crate::CliError;
-use postbox::migrate::Notify;
+use postbox::migrate::WakeUp;
 use postbox::{Event, Outbox, SchemaName};
 use postbox_relay::Relay;
 use sqlx::{Connection, PgConnection};
@@ -21,7 +21,7 @@ struct Variant {
     name: &'static str,
     /// Write an outbox row in the transaction.
     outbox: bool,
-    notify: Notify,
+    notify: WakeUp,
     /// A relay drains the outbox meanwhile (NullSink: PostgreSQL's share only).
     relay: bool,
 }
@@ -30,38 +30,38 @@ const VARIANTS: [Variant; 6] = [
     Variant {
         name: ALONE,
         outbox: false,
-        notify: Notify::Off,
+        notify: WakeUp::Off,
         relay: false,
     },
     Variant {
         name: "+ outbox row, notify = off",
         outbox: true,
-        notify: Notify::Off,
+        notify: WakeUp::Off,
         relay: false,
     },
     Variant {
         name: "+ outbox row, notify = statement",
         outbox: true,
-        notify: Notify::Statement,
+        notify: WakeUp::Statement,
         relay: false,
     },
     Variant {
         name: "+ outbox row, notify = statement, relay draining",
         outbox: true,
-        notify: Notify::Statement,
+        notify: WakeUp::Statement,
         relay: true,
     },
     Variant {
         name: "+ outbox row, notify = adaptive, relay draining",
         outbox: true,
-        notify: Notify::Adaptive,
+        notify: WakeUp::Adaptive,
         relay: true,
     },
     // Measured only on a server with wal_level = logical.
     Variant {
         name: "+ outbox row, notify = logical, relay draining",
         outbox: true,
-        notify: Notify::Logical,
+        notify: WakeUp::Logical,
         relay: true,
     },
 ];
@@ -75,7 +75,7 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
     let logical = super::latency::logical_available(ctx).await?;
     let variants: Vec<Variant> = VARIANTS
         .into_iter()
-        .filter(|v| logical || v.notify != Notify::Logical)
+        .filter(|v| logical || v.notify != WakeUp::Logical)
         .collect();
     let mut tps = vec![Vec::new(); variants.len()];
     for rep in 1..=p.reps {
@@ -122,7 +122,7 @@ async fn measure(ctx: &Ctx, v: Variant) -> Result<f64, CliError> {
         let stats = relay.stats();
         let task = tokio::spawn(relay.run(shutdown.clone()));
         relay_ready(&stats).await?;
-        if v.notify == Notify::Logical {
+        if v.notify == WakeUp::Logical {
             super::latency::logical_streaming(ctx).await?;
         }
         Some(task)

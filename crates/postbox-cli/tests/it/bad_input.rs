@@ -4,7 +4,7 @@ use crate::support::*;
 use std::process::Command;
 use std::time::Duration;
 
-fn relay_output(args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
+pub(crate) fn relay_output(args: &[&str], env: &[(&str, &str)]) -> (bool, String) {
     let mut cmd = Command::new(BIN);
     cmd.arg("relay")
         .args(args)
@@ -223,13 +223,13 @@ fn settings_layer_file_then_env_then_flags() {
     let (ok, out) = relay_output(&["--config", file, "--print-config"], &[]);
     assert!(ok, "{out}");
     assert!(
-        out.contains("batch_size: 7")
-            && out.contains("workers: 3")
+        out.contains("batch_size = 7")
+            && out.contains("workers = 3")
             && out.contains("\"from_file\""),
         "{out}"
     );
     assert!(
-        out.contains("prefix: \"custom\"") && !out.contains("filepw"),
+        out.contains("prefix = \"custom\"") && !out.contains("filepw"),
         "{out}"
     );
 
@@ -238,7 +238,7 @@ fn settings_layer_file_then_env_then_flags() {
         &[("POSTBOX_BATCH_SIZE", "9")],
     );
     assert!(
-        ok && out.contains("batch_size: 9") && out.contains("workers: 3"),
+        ok && out.contains("batch_size = 9") && out.contains("workers = 3"),
         "{out}"
     );
 
@@ -246,7 +246,7 @@ fn settings_layer_file_then_env_then_flags() {
         &["--config", file, "--print-config", "--batch-size", "11"],
         &[("POSTBOX_BATCH_SIZE", "9")],
     );
-    assert!(ok && out.contains("batch_size: 11"), "{out}");
+    assert!(ok && out.contains("batch_size = 11"), "{out}");
     let _ = std::fs::remove_file(path);
 }
 
@@ -270,14 +270,14 @@ fn help_documents_every_option_with_its_default() {
         "--max-attempts",
         "--retry-base",
         "--retry-max",
-        "--redis-url",
+        "--bullmq-redis-url",
         "--bullmq-prefix",
         "--bullmq-payload",
         "--bullmq-max-job-bytes",
         "--sink",
         "--kafka-brokers",
         "--kafka-value",
-        "--kafka-message-timeout-ms",
+        "--kafka-message-timeout",
     ] {
         // The option's block: its line and what follows up to the next option.
         let mut lines = help

@@ -41,3 +41,27 @@ async fn kill_between_publish_and_commit_loses_nothing_duplicates_nothing() {
     drop(relay);
     ctx.cleanup().await;
 }
+
+/// A relay whose task panics must not keep running headless nor exit 0: a
+/// supervisor with `Restart=on-failure` has to see the failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_relay_task_stops_the_relay_with_a_failure_status() {
+    let ctx = Ctx::new("taskpanic").await;
+    let redis = postbox_testkit::redis_url();
+    let mut relay = ctx.relay(
+        &redis,
+        &["--workers", "1"],
+        &[("POSTBOX_FAILPOINT", "panic_worker")],
+    );
+    let code = relay.wait(LONG).await;
+    let out = relay.output();
+    assert!(
+        matches!(code, Some(c) if c != 0),
+        "exit status {code:?}\n{out}"
+    );
+    assert!(
+        out.contains(&format!("relay task worker {}#0 failed", ctx.schema)),
+        "the log names the task:\n{out}"
+    );
+    ctx.cleanup().await;
+}

@@ -59,7 +59,7 @@ struct Effects {
 }
 
 #[async_trait::async_trait]
-impl postbox_bullmq::InboxHandler for Effects {
+impl postbox::Handler<postbox_bullmq::bullmq::Job> for Effects {
     async fn handle(
         &self,
         tx: &mut sqlx::PgConnection,
@@ -97,9 +97,11 @@ async fn inbox_worker_runs_the_effect_once_per_event() {
         ..Default::default()
     };
     let worker = postbox_bullmq::inbox_worker(
-        ctx.pool.clone(),
-        Inbox::new(&ctx.schema).unwrap(),
-        "effects",
+        postbox::InboxConsumer::new(
+            ctx.pool.clone(),
+            Inbox::new(&ctx.schema).unwrap(),
+            "effects",
+        ),
         &ctx.queue,
         handler.clone(),
         WorkerOptions {
@@ -107,6 +109,7 @@ async fn inbox_worker_runs_the_effect_once_per_event() {
             drain_delay: 1,
             ..Default::default()
         },
+        tokio_util::sync::CancellationToken::new(),
     )
     .await
     .unwrap();

@@ -17,6 +17,9 @@ fn kafka_args(b: &KafkaBroker) -> Vec<String> {
         "kafka".into(),
         "--kafka-brokers".into(),
         b.bootstrap(),
+        // Below the tests' --publish-timeout (3s), as the relay requires.
+        "--kafka-message-timeout".into(),
+        "2s".into(),
     ]
 }
 
@@ -114,7 +117,7 @@ async fn kafka_down_rows_wait_without_attempts_then_deliver() {
     let ctx = Ctx::new("kdown").await;
     let mut broker = KafkaBroker::start().await;
     broker.create_topic(&ctx.queue, 2);
-    let relay = relay(&ctx, &broker, &["--kafka-message-timeout-ms", "1000"], &[]);
+    let relay = relay(&ctx, &broker, &["--kafka-message-timeout", "1s"], &[]);
     ctx.produce((1..=5).map(|i| ctx.event("a", i)).collect())
         .await;
     wait_until(LONG, "first events delivered", || async {
@@ -207,7 +210,7 @@ struct Effects {
 }
 
 #[async_trait::async_trait]
-impl postbox_kafka::KafkaHandler for Effects {
+impl postbox_kafka::Handler<OwnedMessage> for Effects {
     async fn handle(
         &self,
         tx: &mut sqlx::PgConnection,
@@ -304,10 +307,9 @@ async fn kafka_republish_and_consumer_crash_are_absorbed_by_the_inbox() {
             stream_consumer(&broker, &group, &ctx.queue),
         );
         let task = tokio::spawn(async move {
+            let inbox = postbox::InboxConsumer::new(pool, inbox, "effects");
             postbox_kafka::inbox_consumer(
-                &pool,
                 &inbox,
-                "effects",
                 &c,
                 &*e,
                 tokio_util::sync::CancellationToken::new(),
@@ -337,7 +339,8 @@ async fn kafka_republish_and_consumer_crash_are_absorbed_by_the_inbox() {
             stop.clone(),
         );
         tokio::spawn(async move {
-            postbox_kafka::inbox_consumer(&pool, &inbox, "effects", &c, &*e, stop).await
+            let inbox = postbox::InboxConsumer::new(pool, inbox, "effects");
+            postbox_kafka::inbox_consumer(&inbox, &c, &*e, stop).await
         })
     };
     let count = |pool: sqlx::PgPool, schema: String| async move {
@@ -379,6 +382,128 @@ async fn kafka_republish_and_consumer_crash_are_absorbed_by_the_inbox() {
     ctx.cleanup().await;
 }
 
+/// Inserts each message's effect; holds the `hold_at`-th handled message
+/// inside its transaction until the test has crashed PostgreSQL.
+struct HeldEffects {
+    insert: String,
+    handled: AtomicUsize,
+    hold_at: usize,
+    holding: tokio::sync::Notify,
+    release: tokio::sync::Notify,
+}
+
+#[async_trait::async_trait]
+impl postbox_kafka::Handler<OwnedMessage> for HeldEffects {
+    async fn handle(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        msg: &OwnedMessage,
+    ) -> Result<(), postbox_relay::BoxError> {
+        sqlx::query(&self.insert)
+            .bind(postbox_kafka::message_id(msg))
+            .execute(&mut *tx)
+            .await?;
+        if self.handled.fetch_add(1, SeqCst) + 1 == self.hold_at {
+            self.holding.notify_one();
+            self.release.notified().await;
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_consumer_survives_a_postgresql_crash_mid_stream() {
+    let ctx = Ctx::new("kpgcrash").await;
+    let broker = KafkaBroker::start().await;
+    broker.create_topic(&ctx.queue, 1);
+    ctx.produce(
+        (1..=30)
+            .map(|i| ctx.event(&format!("k{}", i % 3), i))
+            .collect(),
+    )
+    .await;
+    let relay = relay(&ctx, &broker, &[], &[]);
+    wait_until(LONG, "rows marked", || async { ctx.unsent().await == 0 }).await;
+
+    // The consumer's own database: a private cluster the test can crash.
+    let pg = postbox_testkit::PgCluster::start().await.unwrap();
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .acquire_timeout(Duration::from_secs(2))
+        .connect(&pg.url())
+        .await
+        .unwrap();
+    let schema = postbox::SchemaName::new("consumer_side").unwrap();
+    postbox::migrate::run(
+        &mut *pool.acquire().await.unwrap(),
+        &schema,
+        Default::default(),
+    )
+    .await
+    .unwrap();
+    sqlx::raw_sql("CREATE TABLE consumer_side.effects (message_id text NOT NULL)")
+        .execute(&pool)
+        .await
+        .unwrap();
+
+    let effects = Arc::new(HeldEffects {
+        insert: "INSERT INTO consumer_side.effects VALUES ($1)".into(),
+        handled: AtomicUsize::new(0),
+        hold_at: 12,
+        holding: tokio::sync::Notify::new(),
+        release: tokio::sync::Notify::new(),
+    });
+    let stop = tokio_util::sync::CancellationToken::new();
+    let task = {
+        let inbox = postbox::InboxConsumer::new(
+            pool.clone(),
+            postbox::Inbox::new("consumer_side").unwrap(),
+            "effects",
+        );
+        let (e, c, stop) = (
+            effects.clone(),
+            stream_consumer(&broker, &format!("g-{}", ctx.schema), &ctx.queue),
+            stop.clone(),
+        );
+        tokio::spawn(async move { postbox_kafka::inbox_consumer(&inbox, &c, &*e, stop).await })
+    };
+    // The 12th message is inside its transaction: crash the server under it,
+    // so its COMMIT fails and the following messages find no database.
+    tokio::time::timeout(LONG, effects.holding.notified())
+        .await
+        .expect("consumer reached the 12th message");
+    pg.stop_immediate().await.unwrap();
+    effects.release.notify_one();
+    pg.up().await.unwrap();
+
+    let count = |sql: &'static str| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(sql)
+                .fetch_one(&pool)
+                .await
+                .unwrap_or(-1)
+        }
+    };
+    wait_until(LONG, "all 30 effects committed", || async {
+        count("SELECT count(DISTINCT message_id) FROM consumer_side.effects").await == 30
+    })
+    .await;
+    assert_eq!(
+        count("SELECT count(*) FROM consumer_side.effects").await,
+        30,
+        "no effect applied twice"
+    );
+    assert!(
+        !task.is_finished(),
+        "the consumer kept running through the outage"
+    );
+    stop.cancel();
+    task.await.unwrap().unwrap();
+    drop(relay);
+    ctx.cleanup().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_relay_feeds_bullmq_and_kafka_by_route() {
     let ctx = Ctx::new("route").await;
@@ -390,7 +515,7 @@ async fn one_relay_feeds_bullmq_and_kafka_by_route() {
     std::fs::write(
         &cfg,
         format!(
-            "sink = \"bullmq\"\n\n[kafka]\nbrokers = \"{}\"\nvalue = \"envelope\"\n[kafka.topic_map]\n\"payment.completed\" = \"{kafka_topic}\"\n\n[[routes]]\ntopic = \"payment.*\"\nsink = \"kafka\"\n",
+            "sink = \"bullmq\"\n\n[kafka]\nbrokers = \"{}\"\nvalue = \"envelope\"\nmessage_timeout = \"2s\"\n[kafka.topic_map]\n\"payment.completed\" = \"{kafka_topic}\"\n\n[[routes]]\ntopic = \"payment.*\"\nsink = \"kafka\"\n",
             broker.bootstrap()
         ),
     )

@@ -6,7 +6,7 @@
 //! wake-up (or the rescan after it reconnects) can deliver within seconds.
 
 use crate::support::*;
-use postbox::migrate::Notify;
+use postbox::migrate::WakeUp;
 use postbox::{Event, Outbox, SchemaName};
 use postbox_testkit::PgCluster;
 use sqlx::PgPool;
@@ -175,7 +175,7 @@ async fn logical_migrate_is_refused_below_wal_level_logical_and_changes_nothing(
     let e = postbox::migrate::run(
         &mut conn,
         &SchemaName::new(&schema).unwrap(),
-        Notify::Logical,
+        WakeUp::Logical,
     )
     .await
     .unwrap_err();
@@ -301,7 +301,7 @@ async fn logical_wakeup_reconnects_after_its_walsender_is_terminated() {
     postbox::migrate::run(
         &mut conn,
         &SchemaName::new(&schema).unwrap(),
-        Notify::Logical,
+        WakeUp::Logical,
     )
     .await
     .unwrap();

@@ -18,4 +18,5 @@ mod producer;
 mod publish_modes;
 mod redis_outage;
 mod relay_order;
+mod settings;
 mod status;

@@ -267,7 +267,7 @@ struct Recorder {
 }
 
 #[async_trait::async_trait]
-impl postbox_bullmq::InboxHandler for Recorder {
+impl postbox::Handler<postbox_bullmq::bullmq::Job> for Recorder {
     async fn handle(
         &self,
         tx: &mut sqlx::PgConnection,
@@ -323,14 +323,17 @@ async fn rust_inbox_worker_processes_node_jobs() {
     );
 
     let worker = postbox_bullmq::inbox_worker(
-        ctx.pool.clone(),
-        postbox::Inbox::new(&ctx.schema).unwrap(),
-        "node-interop",
+        postbox::InboxConsumer::new(
+            ctx.pool.clone(),
+            postbox::Inbox::new(&ctx.schema).unwrap(),
+            "node-interop",
+        ),
         &ctx.queue,
         Arc::new(Recorder {
             table: table.clone(),
         }),
         worker_options(),
+        tokio_util::sync::CancellationToken::new(),
     )
     .await
     .unwrap();
@@ -497,7 +500,7 @@ struct TraceRecorder {
 }
 
 #[async_trait::async_trait]
-impl postbox_bullmq::InboxHandler for TraceRecorder {
+impl postbox::Handler<postbox_bullmq::bullmq::Job> for TraceRecorder {
     async fn handle(
         &self,
         _tx: &mut sqlx::PgConnection,
@@ -569,12 +572,15 @@ async fn trace_context_reaches_node_and_rust_consumers() {
         seen: Default::default(),
     });
     let worker = postbox_bullmq::inbox_worker(
-        ctx.pool.clone(),
-        postbox::Inbox::new(&ctx.schema).unwrap(),
-        "trace",
+        postbox::InboxConsumer::new(
+            ctx.pool.clone(),
+            postbox::Inbox::new(&ctx.schema).unwrap(),
+            "trace",
+        ),
         &queue2,
         handler.clone(),
         worker_options(),
+        tokio_util::sync::CancellationToken::new(),
     )
     .await
     .unwrap();

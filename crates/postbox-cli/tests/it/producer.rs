@@ -215,7 +215,7 @@ async fn adaptive_notify_wakes_an_idle_relay_and_spares_busy_producers() {
     let ctx = Ctx::new("adaptive").await;
     let schema = postbox::SchemaName::new(&ctx.schema).unwrap();
     let mut conn = ctx.pool.acquire().await.unwrap();
-    postbox::migrate::run(&mut conn, &schema, postbox::migrate::Notify::Adaptive)
+    postbox::migrate::run(&mut conn, &schema, postbox::migrate::WakeUp::Adaptive)
         .await
         .unwrap();
     drop(conn);

@@ -1,0 +1,75 @@
+//! The sinks this binary can publish to. Each is a config section of its own
+//! crate; adding a broker adds one line here.
+
+use super::fields::{self, Field};
+use postbox_relay::{Config, Destination, SinkConfig};
+use std::sync::Arc;
+
+/// A sink kind, by the name of its table.
+pub struct SinkKind {
+    /// Its table and the value of `sink = "…"`.
+    pub name: &'static str,
+    /// For headings.
+    pub title: &'static str,
+    /// Its settings.
+    pub fields: fn() -> Vec<Field>,
+    /// Build it from its table (absent keys take its defaults).
+    pub build: fn(toml::Value, &Config, Option<&std::path::Path>) -> Result<Built, crate::CliError>,
+    /// Its table with the defaults filled in.
+    pub effective: fn(toml::Value) -> Result<toml::Value, crate::CliError>,
+}
+
+/// A built sink and what to log about it.
+pub struct Built {
+    pub destination: Arc<dyn Destination>,
+    pub describe: String,
+}
+
+const fn kind<C: SinkConfig>(title: &'static str) -> SinkKind {
+    SinkKind {
+        name: C::NAME,
+        title,
+        fields: fields::of::<C>,
+        build: build::<C>,
+        effective: effective::<C>,
+    }
+}
+
+fn build<C: SinkConfig>(
+    table: toml::Value,
+    relay: &Config,
+    file: Option<&std::path::Path>,
+) -> Result<Built, crate::CliError> {
+    let config: C = table
+        .try_into()
+        .map_err(|e| super::invalid(file, &format!("[{}]", C::NAME), &e))?;
+    let describe = config.describe();
+    Ok(Built {
+        destination: config.build(relay)?,
+        describe,
+    })
+}
+
+fn effective<C: SinkConfig>(table: toml::Value) -> Result<toml::Value, crate::CliError> {
+    let config: C = table
+        .try_into()
+        .map_err(|e| format!("invalid [{}] settings: {e}", C::NAME))?;
+    Ok(toml::Value::try_from(config)?)
+}
+
+pub const SINKS: &[SinkKind] = &[
+    kind::<postbox_bullmq::BullmqConfig>("BullMQ"),
+    kind::<postbox_kafka::KafkaConfig>("Kafka"),
+];
+
+/// The sink kind called `name`, or an error listing the known ones.
+pub fn find(name: &str) -> Result<&'static SinkKind, crate::CliError> {
+    SINKS.iter().find(|s| s.name == name).ok_or_else(|| {
+        let known: Vec<&str> = SINKS.iter().map(|s| s.name).collect();
+        format!(
+            "unknown sink {name:?}: this postbox has {}",
+            known.join(", ")
+        )
+        .into()
+    })
+}

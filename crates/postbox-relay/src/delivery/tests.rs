@@ -1,0 +1,202 @@
+//! The delivery layer against a fake sink (pure logic; the real brokers are
+//! exercised by the CLI's integration tests).
+
+use super::*;
+use std::sync::Mutex;
+
+fn ev(id: i64, key: Option<&str>, topic: &str) -> OutboxEvent {
+    OutboxEvent::for_test(id, key, topic)
+}
+
+/// Fails the listed ids as told; records every call.
+#[derive(Default)]
+struct Fake {
+    refuse: Vec<i64>,
+    reject: Vec<i64>,
+    down: Vec<i64>,
+    groups: Option<GroupPolicy>,
+    group_answer: Mutex<Option<GroupOutcome>>,
+    calls: Mutex<Vec<(&'static str, Vec<i64>)>>,
+    resets: Mutex<usize>,
+}
+
+#[async_trait::async_trait]
+impl Sink for Fake {
+    type Message = i64;
+    fn name(&self) -> &'static str {
+        "fake"
+    }
+    fn encode(&self, e: &OutboxEvent) -> Result<i64, SinkError> {
+        if self.refuse.contains(&e.id) {
+            return Err(SinkError::rejected("refused"));
+        }
+        Ok(e.id)
+    }
+    async fn send_wave(&self, wave: Vec<Encoded<'_, i64>>) -> Vec<Result<(), SinkError>> {
+        let ids: Vec<i64> = wave.iter().map(|m| m.message).collect();
+        self.calls.lock().unwrap().push(("wave", ids.clone()));
+        ids.iter()
+            .map(|id| {
+                if self.reject.contains(id) {
+                    Err(SinkError::rejected("no"))
+                } else if self.down.contains(id) {
+                    Err(SinkError::transient("down"))
+                } else {
+                    Ok(())
+                }
+            })
+            .collect()
+    }
+    fn groups(&self) -> Option<GroupPolicy> {
+        self.groups
+    }
+    async fn send_group(&self, group: Vec<Encoded<'_, i64>>) -> GroupOutcome {
+        let ids = group.iter().map(|m| m.message).collect();
+        self.calls.lock().unwrap().push(("group", ids));
+        self.group_answer
+            .lock()
+            .unwrap()
+            .take()
+            .unwrap_or(GroupOutcome::Delivered)
+    }
+    async fn reset(&self) {
+        *self.resets.lock().unwrap() += 1;
+    }
+}
+
+fn summary(out: &[Outcome]) -> String {
+    out.iter()
+        .map(|o| match o {
+            Outcome::Delivered => 'D',
+            Outcome::Failed(SinkError::Rejected { .. }) => 'R',
+            Outcome::Failed(SinkError::Transient { .. }) => 'T',
+            Outcome::Failed(SinkError::NotAttempted) => '-',
+        })
+        .collect()
+}
+
+#[test]
+fn one_event_per_key_per_wave_in_order() {
+    let b = vec![
+        ev(1, Some("a"), "t"),
+        ev(2, Some("b"), "t"),
+        ev(3, Some("a"), "t"),
+        ev(4, None, "t"),
+        ev(5, Some("a"), "t"),
+        ev(6, None, "t"),
+    ];
+    assert_eq!(waves(&b), vec![vec![0, 1, 3, 5], vec![2], vec![4]]);
+    assert!(waves(&[]).is_empty());
+}
+
+#[tokio::test]
+async fn a_rejection_stops_its_key_only() {
+    let d = Delivery::new(Fake {
+        reject: vec![1],
+        refuse: vec![4],
+        ..Fake::default()
+    });
+    let b = vec![
+        ev(1, Some("a"), "t"),
+        ev(2, Some("b"), "t"),
+        ev(3, Some("a"), "t"),
+        ev(4, Some("c"), "t"),
+        ev(5, Some("b"), "t"),
+        ev(6, Some("c"), "t"),
+    ];
+    let out = d.publish(&b).await;
+    assert_eq!(summary(&out), "RD-RD-");
+    let calls = d.sink().calls.lock().unwrap().clone();
+    // The refused event never reaches the broker; key a's second event is not sent.
+    assert_eq!(calls, vec![("wave", vec![1, 2]), ("wave", vec![5])]);
+    assert_eq!(*d.sink().resets.lock().unwrap(), 0);
+}
+
+#[tokio::test]
+async fn a_broker_outage_stops_the_rest_of_the_batch_and_resets() {
+    let d = Delivery::new(Fake {
+        down: vec![2],
+        ..Fake::default()
+    });
+    let b = vec![
+        ev(1, Some("a"), "t"),
+        ev(2, Some("b"), "t"),
+        ev(3, Some("a"), "t"),
+    ];
+    assert_eq!(summary(&d.publish(&b).await), "DT-");
+    assert_eq!(d.sink().calls.lock().unwrap().len(), 1);
+    assert_eq!(*d.sink().resets.lock().unwrap(), 1);
+}
+
+#[tokio::test]
+async fn deep_batches_go_as_one_group() {
+    let d = Delivery::new(Fake {
+        groups: Some(GroupPolicy { min_key_depth: 3 }),
+        ..Fake::default()
+    });
+    let shallow = vec![
+        ev(1, Some("a"), "t"),
+        ev(2, Some("a"), "t"),
+        ev(3, None, "t"),
+    ];
+    assert_eq!(summary(&d.publish(&shallow).await), "DDD");
+    let deep = vec![
+        ev(4, Some("a"), "t"),
+        ev(5, Some("a"), "t"),
+        ev(6, Some("a"), "t"),
+    ];
+    assert_eq!(summary(&d.publish(&deep).await), "DDD");
+    let calls = d.sink().calls.lock().unwrap().clone();
+    assert_eq!(
+        calls,
+        vec![
+            ("wave", vec![1, 3]),
+            ("wave", vec![2]),
+            ("group", vec![4, 5, 6])
+        ]
+    );
+}
+
+#[tokio::test]
+async fn groups_fall_back_to_waves_when_unclear_split_or_refused() {
+    let deep = |topic2: &str| {
+        vec![
+            ev(1, Some("a"), "t"),
+            ev(2, Some("a"), "t"),
+            ev(3, Some("a"), topic2),
+        ]
+    };
+    let policy = Some(GroupPolicy { min_key_depth: 3 });
+    // An error inside the group: waves find out which event it was.
+    let d = Delivery::new(Fake {
+        groups: policy,
+        reject: vec![2],
+        group_answer: Mutex::new(Some(GroupOutcome::Unclear)),
+        ..Fake::default()
+    });
+    assert_eq!(summary(&d.publish(&deep("t")).await), "DR-");
+    assert_eq!(d.sink().calls.lock().unwrap()[0].0, "group");
+    // A key over two topics, or an event the sink refuses: never a group.
+    let d = Delivery::new(Fake {
+        groups: policy,
+        ..Fake::default()
+    });
+    d.publish(&deep("other")).await;
+    let d2 = Delivery::new(Fake {
+        groups: policy,
+        refuse: vec![3],
+        ..Fake::default()
+    });
+    assert_eq!(summary(&d2.publish(&deep("t")).await), "DDR");
+    for calls in [&d.sink().calls, &d2.sink().calls] {
+        assert!(calls.lock().unwrap().iter().all(|c| c.0 == "wave"));
+    }
+    // A connection failure: the whole group is undelivered, the sink reset.
+    let d = Delivery::new(Fake {
+        groups: policy,
+        group_answer: Mutex::new(Some(GroupOutcome::Failed(SinkError::transient("gone")))),
+        ..Fake::default()
+    });
+    assert_eq!(summary(&d.publish(&deep("t")).await), "T--");
+    assert_eq!(*d.sink().resets.lock().unwrap(), 1);
+}
