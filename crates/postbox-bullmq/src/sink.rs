@@ -135,7 +135,7 @@ impl BullmqSink {
         }
         // The trace context goes under `trace_field`, never over a payload field.
         let field = self.config.trace_field.as_str();
-        let data = match (&e.payload, postbox::TraceContext::from_json(&e.headers)) {
+        let data = match (&e.payload, postbox_relay::headers::trace_context(e)) {
             (Value::Object(map), Some(tc)) if !field.is_empty() && !map.contains_key(field) => {
                 let mut map = map.clone();
                 map.insert(field.to_owned(), tc.to_json());

@@ -48,17 +48,11 @@ pub(crate) fn headers(e: &OutboxEvent) -> OwnedHeaders {
             key: HEADER_EVENT,
             value: Some(e.event.as_bytes()),
         });
-    if let Some(obj) = e.headers.as_object() {
-        for (k, v) in obj {
-            let text = match v {
-                serde_json::Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            h = h.insert(Header {
-                key: k,
-                value: Some(text.as_bytes()),
-            });
-        }
+    for (k, text) in postbox_relay::headers::forwarded(e) {
+        h = h.insert(Header {
+            key: k,
+            value: Some(text.as_bytes()),
+        });
     }
     h
 }

@@ -12,6 +12,8 @@ mod consumer;
 mod encoding;
 #[cfg(feature = "sink")]
 mod sink;
+#[cfg(feature = "sink")]
+mod topics;
 
 #[cfg(feature = "sink")]
 pub use config::{KafkaConfig, ValueFormat};

@@ -19,6 +19,7 @@ pub struct KafkaSink {
     config: KafkaConfig,
     client: ClientConfig,
     producer: std::sync::RwLock<FutureProducer>,
+    topics: crate::topics::Topics,
 }
 
 impl KafkaSink {
@@ -34,6 +35,7 @@ impl KafkaSink {
             config,
             client: cc,
             producer: std::sync::RwLock::new(producer),
+            topics: Default::default(),
         })
     }
 
@@ -102,10 +104,20 @@ impl Sink for KafkaSink {
                 self.config.topic_for(&e.topic)
             )
         };
+        // A missing topic is refused before librdkafka would wait for it.
+        let mut missing = Vec::with_capacity(wave.len());
+        for m in &wave {
+            let topic = self.config.topic_for(&m.event.topic);
+            missing.push(self.topics.refusal(&producer, &m.event.topic, topic).await);
+        }
         // Enqueue the whole wave, then await its delivery reports.
         let inflight: Vec<_> = wave
             .iter()
-            .map(|m| {
+            .zip(missing)
+            .map(|(m, missing)| {
+                if let Some(err) = missing {
+                    return Err(err);
+                }
                 let e = m.event;
                 let mut record = FutureRecord::<str, [u8]>::to(self.config.topic_for(&e.topic))
                     .payload(&m.message)

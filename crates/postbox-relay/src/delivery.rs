@@ -5,8 +5,11 @@
 //! or in waves: wave *k* holds the *k*-th event of every key, each wave is
 //! awaited before the next, and a key stops at its first failure. So a failed
 //! event is never overtaken by a later event of its key, whatever the client
-//! does with concurrent requests. After a transient failure (the broker is
-//! down) nothing more of the batch is attempted, and the sink is reset.
+//! does with concurrent requests. A transient failure of a wave in which the
+//! broker took nothing means the broker is down: nothing more of the batch is
+//! attempted, and the sink is reset. One in a wave where other events went
+//! through is about its key alone: that key waits out a backoff
+//! ([`Outcome::Deferred`]) and every other key goes on.
 
 use crate::sink::{Destination, Encoded, GroupOutcome, GroupPolicy, Outcome, Sink, SinkError};
 use crate::OutboxEvent;
@@ -97,10 +100,27 @@ impl<S: Sink> Delivery<S> {
                 }
                 continue;
             }
+            let mut delivered = 0;
+            let mut unavailable = Vec::new();
             for (i, answer) in sent.into_iter().zip(answers) {
                 match answer {
-                    Ok(()) => progress.results[i] = Some(Outcome::Delivered),
+                    Ok(()) => {
+                        delivered += 1;
+                        progress.results[i] = Some(Outcome::Delivered);
+                    }
+                    Err(err) if err.is_transient() => unavailable.push((i, err)),
                     Err(err) => progress.failed(i, err),
+                }
+            }
+            // The broker took other events of this wave: what it could not
+            // take now is about those keys (a missing partition leader, a
+            // topic being created), not the broker. Their keys wait out a
+            // backoff; every other key goes on.
+            for (i, err) in unavailable {
+                if delivered > 0 {
+                    progress.deferred(i, err);
+                } else {
+                    progress.failed(i, err);
                 }
             }
         }
@@ -148,6 +168,13 @@ impl<'a> Progress<'a> {
         }
         self.broker_down |= err.is_transient();
         self.results[i] = Some(Outcome::Failed(err));
+    }
+
+    fn deferred(&mut self, i: usize, err: SinkError) {
+        if let Some(k) = self.batch[i].key.as_deref() {
+            self.stopped.insert(k);
+        }
+        self.results[i] = Some(Outcome::Deferred(err));
     }
 
     fn finish(self) -> Vec<Outcome> {

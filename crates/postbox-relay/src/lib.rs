@@ -12,6 +12,7 @@ mod backoff;
 mod config;
 mod delivery;
 mod failpoint;
+pub mod headers;
 mod maintenance;
 mod partitions;
 mod relay;

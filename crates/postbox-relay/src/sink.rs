@@ -115,6 +115,10 @@ pub enum Outcome {
     Delivered,
     /// Not delivered.
     Failed(SinkError),
+    /// Not delivered for a reason that may pass (transient), while the broker
+    /// took other keys' events: this key waits out a backoff, without using
+    /// an attempt, and holds no other key back.
+    Deferred(SinkError),
 }
 
 /// An event with its encoding for one broker, as a sink sends it.

@@ -268,6 +268,9 @@ impl Worker {
         for (event, error) in &plan.rejected {
             self.record_rejection(&mut tx, event, error).await?;
         }
+        for (event, error) in &plan.deferred {
+            self.defer(&mut tx, event, error).await?;
+        }
         if self.armed {
             // Awake and working: producers of these partitions may skip the
             // NOTIFY until this worker arms them again before sleeping.
@@ -394,6 +397,25 @@ impl Worker {
         Ok(())
     }
 
+    /// A transient failure of one key while the broker took the others: the
+    /// row waits `backoff_max` (no attempt counted), holding back its key only.
+    async fn defer(
+        &self,
+        tx: &mut PgConnection,
+        event: &OutboxEvent,
+        error: &SinkError,
+    ) -> Result<(), sqlx::Error> {
+        let delay = self.config.backoff_max;
+        sqlx::query(&self.q.outbox_defer)
+            .bind(event.id)
+            .bind(error.to_string())
+            .bind(delay.as_millis() as f64)
+            .execute(&mut *tx)
+            .await?;
+        tracing::warn!(schema = %self.schema, event_id = %event.event_id, topic = %event.topic, key = ?event.key, error = %error, retry_in = ?delay, "event not taken by the broker while other keys were; its key waits, the others go on");
+        Ok(())
+    }
+
     /// Metrics and counters of a committed batch.
     fn report(&self, batch: &[OutboxEvent], plan: &Plan<'_>, started: Instant) {
         let schema = self.schema.to_string();
@@ -416,6 +438,9 @@ impl Worker {
         }
         if !plan.rejected.is_empty() {
             metrics::counter!("postbox_publish_errors_total", "schema" => schema.clone(), "class" => "rejected").increment(plan.rejected.len() as u64);
+        }
+        if !plan.deferred.is_empty() {
+            metrics::counter!("postbox_publish_errors_total", "schema" => schema.clone(), "class" => "deferred").increment(plan.deferred.len() as u64);
         }
         if plan.transient.is_some() {
             metrics::counter!("postbox_publish_errors_total", "schema" => schema, "class" => "transient").increment(1);
@@ -452,6 +477,8 @@ impl Worker {
 struct Plan<'a> {
     sent: Vec<i64>,
     rejected: Vec<(&'a OutboxEvent, SinkError)>,
+    /// Transient failures of single keys, while others went through.
+    deferred: Vec<(&'a OutboxEvent, SinkError)>,
     transient: Option<SinkError>,
 }
 
@@ -463,6 +490,7 @@ fn plan(batch: &[OutboxEvent], deliveries: Vec<Outcome>) -> Plan<'_> {
     let mut out = Plan {
         sent: Vec::new(),
         rejected: Vec::new(),
+        deferred: Vec::new(),
         transient: None,
     };
     for (event, delivery) in batch.iter().zip(deliveries) {
@@ -472,6 +500,12 @@ fn plan(batch: &[OutboxEvent], deliveries: Vec<Outcome>) -> Plan<'_> {
         }
         match delivery {
             Outcome::Delivered => out.sent.push(event.id),
+            Outcome::Deferred(e) => {
+                if let Some(k) = key {
+                    stopped.insert(k);
+                }
+                out.deferred.push((event, e));
+            }
             Outcome::Failed(e) => {
                 if let Some(k) = key {
                     stopped.insert(k);
@@ -495,6 +529,20 @@ mod tests {
 
     fn ev(id: i64, key: Option<&str>) -> OutboxEvent {
         OutboxEvent::for_test(id, key, "t")
+    }
+
+    #[test]
+    fn a_deferred_event_holds_its_key_only() {
+        let b = vec![ev(1, Some("a")), ev(2, Some("a")), ev(3, Some("b"))];
+        let d = vec![
+            Outcome::Deferred(SinkError::transient("no leader")),
+            Outcome::Delivered,
+            Outcome::Delivered,
+        ];
+        let p = plan(&b, d);
+        assert_eq!(p.sent, vec![3]);
+        assert_eq!(p.deferred.len(), 1);
+        assert!(p.transient.is_none() && p.rejected.is_empty());
     }
 
     #[test]

@@ -55,6 +55,7 @@ queries!(
     outbox_mark_sent,
     outbox_delete_sent,
     outbox_record_failure,
+    outbox_defer,
     outbox_block_key,
     outbox_dead_letter_move,
     outbox_pending_count,

@@ -1,9 +1,10 @@
 //! W3C trace context carried by an event: `traceparent` (and `tracestate`) in
 //! the outbox row's headers, so a consumer's span continues the producer's trace.
 //!
-//! The relay forwards it unchanged (Kafka headers, BullMQ job data); this
-//! module only parses and checks it, so a malformed value is refused at
-//! enqueue time instead of confusing a tracing backend later.
+//! The relay forwards it (Kafka headers, BullMQ job data); this module parses
+//! and checks it, so the Rust API refuses a malformed value at enqueue time.
+//! One written by plain SQL reaches the relay unchecked: the relay drops it
+//! and delivers the event (`postbox_relay::headers`).
 
 use serde_json::Value;
 

@@ -105,18 +105,7 @@ fn unreachable_database_and_unknown_schema_exit_non_zero() {
 async fn payload_that_is_not_an_object_is_dead_lettered_and_others_flow() {
     let ctx = Ctx::new("poison").await;
     let redis = postbox_testkit::redis_url();
-    let relay = ctx.relay(
-        &redis,
-        &[
-            "--max-attempts",
-            "2",
-            "--retry-base",
-            "50ms",
-            "--retry-max",
-            "100ms",
-        ],
-        &[],
-    );
+    let relay = ctx.relay(&redis, FAST_DEAD_LETTER, &[]);
 
     // A non-Rust producer wrote a bare number, then more events on the same key and others.
     ctx.produce(vec![ctx.event("p", 1)]).await;
@@ -364,4 +353,17 @@ async fn block_policy_holds_the_key_until_an_operator_acts() {
     assert_eq!(p, vec![1, 2]);
     drop(relay);
     ctx.cleanup().await;
+}
+
+/// Logs written to a pipe or a file carry no terminal colour codes.
+#[test]
+fn logs_to_a_pipe_have_no_colour_codes() {
+    let url = format!("postgres://u@127.0.0.1:{}/db", postbox_testkit::free_port());
+    let (ok, out) = relay_output(&["--database-url", &url], &[]);
+    assert!(!ok);
+    assert!(out.contains("starting relay"), "{out}");
+    assert!(
+        !out.contains('\u{1b}'),
+        "ANSI escape in piped logs: {out:?}"
+    );
 }

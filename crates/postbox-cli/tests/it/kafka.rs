@@ -169,19 +169,7 @@ async fn kafka_oversized_payload_is_dead_lettered_and_others_flow() {
     let ctx = Ctx::new("kbig").await;
     let broker = KafkaBroker::start().await;
     broker.create_topic(&ctx.queue, 2);
-    let relay = relay(
-        &ctx,
-        &broker,
-        &[
-            "--max-attempts",
-            "2",
-            "--retry-base",
-            "50ms",
-            "--retry-max",
-            "100ms",
-        ],
-        &[],
-    );
+    let relay = relay(&ctx, &broker, FAST_DEAD_LETTER, &[]);
     let big = serde_json::json!({"key": "big", "seq": 1, "pad": "x".repeat(2 * 1024 * 1024)});
     ctx.produce(vec![
         postbox::Event::new(&ctx.queue, "test.event", big).key("big"),
@@ -378,6 +366,75 @@ async fn kafka_republish_and_consumer_crash_are_absorbed_by_the_inbox() {
     assert_eq!(traces, expected, "the handler saw each event's traceparent");
     stop.cancel();
     let _ = task.await;
+    drop(relay);
+    ctx.cleanup().await;
+}
+
+/// An event for a topic that was never created is refused as such (librdkafka
+/// alone would wait for it and time out, which looks like an outage) and
+/// dead-lettered, while every other key flows in the same batches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_kafka_topic_is_dead_lettered_and_holds_no_other_key() {
+    let ctx = Ctx::new("kmissing").await;
+    let broker = KafkaBroker::start().await;
+    broker.create_topic(&ctx.queue, 4);
+    let missing = format!("{}-missing", ctx.queue);
+    let mut events = Vec::new();
+    for i in 0..200 {
+        if i % 50 == 0 {
+            events.push(event(&missing, &format!("m{}", i / 50), 1));
+        }
+        events.push(ctx.event(&format!("k{}", i % 20), i / 20 + 1));
+    }
+    ctx.produce(events).await;
+    let relay = relay(&ctx, &broker, FAST_DEAD_LETTER, &[]);
+    wait_until(
+        LONG,
+        "the good events sent, the missing topic's dead-lettered",
+        || async { ctx.unsent().await == 0 && ctx.dead_letters().await.len() == 4 },
+    )
+    .await;
+    for (_, error) in ctx.dead_letters().await {
+        assert!(
+            error.contains("does not exist")
+                && error.contains(&missing)
+                && error.contains("topic_map"),
+            "{error}"
+        );
+    }
+    let got = seqs(&kafka_consume_independent(&broker.bootstrap(), &ctx.queue, 200, 60).await);
+    assert_eq!(got.len(), 200);
+    drop(relay);
+    ctx.cleanup().await;
+}
+
+/// A plain-SQL producer's malformed `traceparent` is not checked at enqueue:
+/// the relay drops it, says so once, and delivers the event with its other
+/// headers as text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_traceparent_from_sql_is_dropped_and_the_event_delivered() {
+    let ctx = Ctx::new("kbadtrace").await;
+    let broker = KafkaBroker::start().await;
+    broker.create_topic(&ctx.queue, 1);
+    sqlx::query(&format!(
+        "INSERT INTO {}.outbox (topic, event, key, payload, headers) VALUES ($1, 'test.event', 'k', '{{\"seq\": 1}}', '{{\"traceparent\": \"garbage\", \"tracestate\": \"a=b\", \"x-num\": 42}}')",
+        ctx.schema
+    ))
+    .bind(&ctx.queue)
+    .execute(&ctx.pool)
+    .await
+    .unwrap();
+    let relay = relay(&ctx, &broker, &[], &[]);
+    wait_until(LONG, "the event sent", || async { ctx.unsent().await == 0 }).await;
+    assert!(ctx.dead_letters().await.is_empty());
+    let msgs = kafka_consume_independent(&broker.bootstrap(), &ctx.queue, 1, 60).await;
+    let headers = &msgs[0]["headers"];
+    assert!(
+        headers.get("traceparent").is_none() && headers.get("tracestate").is_none(),
+        "{headers}"
+    );
+    assert_eq!(headers["x-num"], "42");
+    relay.wait_for_line("without its trace context", LONG).await;
     drop(relay);
     ctx.cleanup().await;
 }

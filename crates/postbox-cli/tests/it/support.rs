@@ -8,6 +8,16 @@ use redis::AsyncCommands;
 use sqlx::PgPool;
 use std::time::Duration;
 
+/// Relay flags that dead-letter a refused event after two quick attempts.
+pub const FAST_DEAD_LETTER: &[&str] = &[
+    "--max-attempts",
+    "2",
+    "--retry-base",
+    "50ms",
+    "--retry-max",
+    "100ms",
+];
+
 /// The `postbox` binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_postbox");
 

@@ -71,6 +71,7 @@ fn summary(out: &[Outcome]) -> String {
             Outcome::Failed(SinkError::Rejected { .. }) => 'R',
             Outcome::Failed(SinkError::Transient { .. }) => 'T',
             Outcome::Failed(SinkError::NotAttempted) => '-',
+            Outcome::Deferred(_) => 'W',
         })
         .collect()
 }
@@ -114,18 +115,48 @@ async fn a_rejection_stops_its_key_only() {
 
 #[tokio::test]
 async fn a_broker_outage_stops_the_rest_of_the_batch_and_resets() {
-    let d = Delivery::new(Fake {
-        down: vec![2],
-        ..Fake::default()
-    });
     let b = vec![
         ev(1, Some("a"), "t"),
         ev(2, Some("b"), "t"),
         ev(3, Some("a"), "t"),
+        ev(4, Some("c"), "t"),
     ];
-    assert_eq!(summary(&d.publish(&b).await), "DT-");
-    assert_eq!(d.sink().calls.lock().unwrap().len(), 1);
-    assert_eq!(*d.sink().resets.lock().unwrap(), 1);
+    // Nothing of wave 0 (1, 2, 4) went through: the broker is down.
+    let down = Delivery::new(Fake {
+        down: vec![1, 2, 4],
+        ..Fake::default()
+    });
+    assert_eq!(summary(&down.publish(&b).await), "TT-T");
+    assert_eq!(down.sink().calls.lock().unwrap().len(), 1);
+    assert_eq!(*down.sink().resets.lock().unwrap(), 1);
+    // 4 went through in the same wave: 1 and 2 are their keys' trouble.
+    let d = Delivery::new(Fake {
+        down: vec![1, 2],
+        ..Fake::default()
+    });
+    assert_eq!(summary(&d.publish(&b).await), "WW-D");
+    assert_eq!(*d.sink().resets.lock().unwrap(), 0);
+}
+
+#[tokio::test]
+async fn a_key_the_broker_cannot_take_now_waits_alone() {
+    let d = Delivery::new(Fake {
+        down: vec![1],
+        ..Fake::default()
+    });
+    let b = vec![
+        ev(1, Some("a"), "missing"),
+        ev(2, Some("b"), "t"),
+        ev(3, Some("a"), "missing"),
+        ev(4, Some("b"), "t"),
+        ev(5, Some("c"), "t"),
+    ];
+    // The broker took b and c in the same wave: only a waits, b's second
+    // event still goes in this batch, and the sink is not reset.
+    assert_eq!(summary(&d.publish(&b).await), "WD-DD");
+    let calls = d.sink().calls.lock().unwrap().clone();
+    assert_eq!(calls, vec![("wave", vec![1, 2, 5]), ("wave", vec![4])]);
+    assert_eq!(*d.sink().resets.lock().unwrap(), 0);
 }
 
 #[tokio::test]
