@@ -12,6 +12,9 @@ mod backoff;
 mod config;
 mod delivery;
 mod failpoint;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod headers;
 mod maintenance;
 mod partitions;

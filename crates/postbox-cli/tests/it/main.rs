@@ -8,6 +8,7 @@ mod bench;
 mod commit_order;
 mod dlq;
 mod failpoint;
+mod fuzz_seeds;
 mod inbox;
 mod kafka;
 mod logical;

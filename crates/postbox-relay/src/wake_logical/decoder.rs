@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 /// Which schemas a decoded transaction inserted into.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Touched {
+pub(crate) enum Touched {
     Schemas(Vec<String>),
     /// An insert into a relation whose description was not seen (never
     /// expected): wake every logical schema rather than guess.
@@ -16,7 +16,7 @@ pub(super) enum Touched {
 /// relation id to its schema, and Insert messages, to see which relations a
 /// transaction inserted into.
 #[derive(Default)]
-pub(super) struct Decoder {
+pub(crate) struct Decoder {
     relations: HashMap<u32, String>,
     touched: HashSet<String>,
     unknown: bool,
@@ -24,17 +24,17 @@ pub(super) struct Decoder {
 }
 
 impl Decoder {
-    pub(super) fn begin(&mut self) {
+    pub(crate) fn begin(&mut self) {
         self.touched.clear();
         self.unknown = false;
         self.open = true;
     }
 
-    pub(super) fn in_transaction(&self) -> bool {
+    pub(crate) fn in_transaction(&self) -> bool {
         self.open
     }
 
-    pub(super) fn change(&mut self, data: &[u8]) {
+    pub(crate) fn change(&mut self, data: &[u8]) {
         match data.first() {
             // Relation: 'R', oid u32, namespace\0, name\0, ...
             Some(b'R') => {
@@ -56,7 +56,7 @@ impl Decoder {
         }
     }
 
-    pub(super) fn commit(&mut self) -> Touched {
+    pub(crate) fn commit(&mut self) -> Touched {
         self.open = false;
         if self.unknown {
             self.unknown = false;
@@ -69,7 +69,7 @@ impl Decoder {
     }
 }
 
-pub(super) fn oid(data: &[u8]) -> Option<u32> {
+pub(crate) fn oid(data: &[u8]) -> Option<u32> {
     Some(u32::from_be_bytes(data.get(1..5)?.try_into().ok()?))
 }
 
@@ -77,7 +77,7 @@ pub(super) fn oid(data: &[u8]) -> Option<u32> {
 mod tests {
     use super::*;
 
-    pub(super) fn relation(oid: u32, ns: &str, name: &str) -> Vec<u8> {
+    pub(crate) fn relation(oid: u32, ns: &str, name: &str) -> Vec<u8> {
         let mut m = vec![b'R'];
         m.extend(oid.to_be_bytes());
         m.extend(ns.as_bytes());
@@ -87,7 +87,7 @@ mod tests {
         m
     }
 
-    pub(super) fn insert(oid: u32) -> Vec<u8> {
+    pub(crate) fn insert(oid: u32) -> Vec<u8> {
         let mut m = vec![b'I'];
         m.extend(oid.to_be_bytes());
         m.extend([b'N', 0, 0]);
@@ -95,7 +95,7 @@ mod tests {
     }
 
     #[test]
-    pub(super) fn wakes_only_the_schemas_a_transaction_inserted_into() {
+    pub(crate) fn wakes_only_the_schemas_a_transaction_inserted_into() {
         let mut d = Decoder::default();
         d.begin();
         d.change(&relation(10, "shop", "outbox"));

@@ -18,7 +18,7 @@
 //! woken to rescan; meanwhile polling delivers. Errors name what to fix (the
 //! REPLICATION attribute, wal_level, slot limits) and never show the password.
 
-mod decoder;
+pub(crate) mod decoder;
 mod session;
 mod target;
 

@@ -1,0 +1,3 @@
+//! See `postbox_relay::fuzzing::headers` for what this target checks.
+#![no_main]
+libfuzzer_sys::fuzz_target!(|data: &[u8]| postbox_relay::fuzzing::headers(data));
