@@ -20,6 +20,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("redis-partition", "every Redis connection of the services and relays partitioned for 3 s (through the fault proxy: nothing forwarded, nothing closed), then healed"),
     ("redis-latency", "50 ms added each way on every Redis connection for 3 s"),
     ("pg-immediate-stop", "a harness-owned PostgreSQL stopped with `pg_ctl -m immediate`, restarted 1.5 s later; 5xx answers are indeterminate"),
+    ("pg-read-only", "a harness-owned PostgreSQL turned read-only (`default_transaction_read_only`, as for maintenance or a full disk) for 2.5 s: producers get errors, relays and consumers retry, nothing dead-lettered"),
 ];
 
 /// The fast subset CI runs next to the seed scenario.
@@ -82,7 +83,7 @@ pub async fn run(admin_url: &str, name: &str) -> Result<bool, chat::Error> {
     };
     // Stopped hard below, so not the machine's shared server: one of our own
     // (declared first, so it is dropped — stopped and removed — last).
-    let cluster = if name == "pg-immediate-stop" {
+    let cluster = if matches!(name, "pg-immediate-stop" | "pg-read-only") {
         Some(PgCluster::start().await?)
     } else {
         None
@@ -227,12 +228,32 @@ pub async fn run(admin_url: &str, name: &str) -> Result<bool, chat::Error> {
             cluster.up().await?;
             h.harness("postgres", "up (recovered)");
         }
+        "pg-read-only" => {
+            let cluster = cluster.as_ref().expect("own cluster");
+            at(t0, 2.0).await;
+            read_only(&cluster.url(), true).await?;
+            h.harness("postgres", "read-only");
+            at(t0, 4.5).await;
+            read_only(&cluster.url(), false).await?;
+            h.harness("postgres", "writable again");
+        }
         _ => unreachable!(),
     }
     load_task.await??;
     w.converge(Duration::from_secs(60)).await?;
 
     let mut extra_ok = true;
+    if name == "pg-read-only" {
+        // A read-only database is the database's trouble, never the events'.
+        let dead: i64 = sqlx::query_scalar(&format!(
+            "SELECT count(*) FROM {}.outbox_dead_letter",
+            w.consumers.schema
+        ))
+        .fetch_one(&w.admin)
+        .await?;
+        extra_ok = dead == 0;
+        println!("dead letters: {dead}");
+    }
     if name == "poison" {
         let reasons: Vec<String> = sqlx::query_scalar(&format!(
             "SELECT last_error FROM {}.outbox_dead_letter ORDER BY id",
@@ -269,6 +290,26 @@ pub async fn run(admin_url: &str, name: &str) -> Result<bool, chat::Error> {
     }
     drop(cluster);
     Ok(ok)
+}
+
+/// Make every new transaction of the server read-only (or writable again),
+/// from a session of its own that stays writable to undo it.
+async fn read_only(url: &str, on: bool) -> Result<(), chat::Error> {
+    use sqlx::Connection;
+    let mut c = sqlx::PgConnection::connect(url).await?;
+    sqlx::query("SET default_transaction_read_only = off")
+        .execute(&mut c)
+        .await?;
+    let change = if on {
+        "ALTER SYSTEM SET default_transaction_read_only = on"
+    } else {
+        "ALTER SYSTEM RESET default_transaction_read_only"
+    };
+    sqlx::query(change).execute(&mut c).await?;
+    sqlx::query("SELECT pg_reload_conf()")
+        .execute(&mut c)
+        .await?;
+    Ok(())
 }
 
 /// `<label>: saved …, lost 0, unexpected 0, duplicated 0, reordered 0, unsent 0 → ok`,

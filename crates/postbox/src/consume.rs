@@ -199,9 +199,12 @@ enum AttemptError {
 }
 
 impl AttemptError {
-    /// SQLSTATE classes 08 (connection), 57P01-03 (shutdown, cannot connect
-    /// now), 40001/40P01 (serialization, deadlock), and the driver's own
-    /// connection errors are transient; the rest is the handler's.
+    /// SQLSTATE classes 08 (connection), 53 (disk full, out of memory, too
+    /// many connections), 57P01-03 (shutdown, cannot connect now),
+    /// 40001/40P01 (serialization, deadlock), 25006 (the server is read-only:
+    /// a standby, or `default_transaction_read_only` during maintenance), and
+    /// the driver's own connection errors are transient: the database, not
+    /// the message, is at fault. The rest is the handler's.
     fn classify(e: sqlx::Error) -> AttemptError {
         let transient = match &e {
             sqlx::Error::Io(_)
@@ -211,7 +214,11 @@ impl AttemptError {
             | sqlx::Error::WorkerCrashed => true,
             sqlx::Error::Database(db) => db.code().is_some_and(|c| {
                 c.starts_with("08")
-                    || matches!(c.as_ref(), "57P01" | "57P02" | "57P03" | "40001" | "40P01")
+                    || c.starts_with("53")
+                    || matches!(
+                        c.as_ref(),
+                        "57P01" | "57P02" | "57P03" | "40001" | "40P01" | "25006"
+                    )
             }),
             _ => false,
         };

@@ -168,3 +168,47 @@ async fn inbox_worker_runs_the_effect_once_per_event() {
     drop(relay);
     ctx.cleanup().await;
 }
+
+struct NoEffect;
+
+#[async_trait::async_trait]
+impl postbox::Handler<()> for NoEffect {
+    async fn handle(&self, _: &mut sqlx::PgConnection, _: &()) -> Result<(), postbox::BoxError> {
+        Ok(())
+    }
+}
+
+/// A read-only database (a standby after a failover, maintenance, a full
+/// disk) is the database's trouble: the inbox loop retries it and never hands
+/// it to the broker as the message's failure (BullMQ would fail the job).
+#[tokio::test]
+async fn a_read_only_database_is_retried_not_blamed_on_the_message() {
+    let ctx = Ctx::new("inboxro").await;
+    let opts: sqlx::postgres::PgConnectOptions = postbox_testkit::database_url().parse().unwrap();
+    let read_only = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(opts.options([("default_transaction_read_only", "on")]))
+        .await
+        .unwrap();
+    let consumer = postbox::InboxConsumer::new(read_only, Inbox::new(&ctx.schema).unwrap(), "c")
+        .patience(std::time::Duration::from_millis(300));
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    match consumer.process("m1", &(), &NoEffect, &shutdown).await {
+        Err(e @ postbox::ConsumeError::Database { .. }) => {
+            assert!(e.is_transient());
+            assert!(e.to_string().contains("read-only"), "{e}");
+        }
+        other => panic!("expected a transient database error, got {other:?}"),
+    }
+    // Writable again: the same message goes through once.
+    let consumer =
+        postbox::InboxConsumer::new(ctx.pool.clone(), Inbox::new(&ctx.schema).unwrap(), "c");
+    assert_eq!(
+        consumer
+            .process("m1", &(), &NoEffect, &shutdown)
+            .await
+            .unwrap(),
+        postbox::Processed::Fresh
+    );
+    ctx.cleanup().await;
+}
