@@ -18,6 +18,7 @@ pub mod fuzzing;
 pub mod headers;
 mod maintenance;
 mod partitions;
+mod plan;
 mod relay;
 mod router;
 mod section;

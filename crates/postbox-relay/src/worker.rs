@@ -2,6 +2,7 @@
 //! schema's outbox and relays them, batch after batch, in id order.
 
 use crate::partitions::{candidates, target_share};
+use crate::plan::{plan, Plan};
 use crate::wake::WakeRx;
 use crate::{Backoff, Config, Destination, OutboxEvent, Outcome, SinkError, Stats};
 use postbox::{sql::Queries, SchemaName, PARTITIONS};
@@ -470,102 +471,5 @@ impl Worker {
             _ = tokio::time::sleep_until(until.into()) => false,
             r = self.wake.changed() => r.is_ok(),
         }
-    }
-}
-
-/// What to write back after a publish.
-struct Plan<'a> {
-    sent: Vec<i64>,
-    rejected: Vec<(&'a OutboxEvent, SinkError)>,
-    /// Transient failures of single keys, while others went through.
-    deferred: Vec<(&'a OutboxEvent, SinkError)>,
-    transient: Option<SinkError>,
-}
-
-/// Turn the sink's answers into marks, enforcing per-key order whatever the
-/// sink did: after the first failure of a key, later events of that key are
-/// left unsent (not even marked if the sink claims it delivered them).
-fn plan(batch: &[OutboxEvent], deliveries: Vec<Outcome>) -> Plan<'_> {
-    let mut stopped: HashSet<&str> = HashSet::new();
-    let mut out = Plan {
-        sent: Vec::new(),
-        rejected: Vec::new(),
-        deferred: Vec::new(),
-        transient: None,
-    };
-    for (event, delivery) in batch.iter().zip(deliveries) {
-        let key = event.key.as_deref();
-        if key.is_some_and(|k| stopped.contains(k)) {
-            continue;
-        }
-        match delivery {
-            Outcome::Delivered => out.sent.push(event.id),
-            Outcome::Deferred(e) => {
-                if let Some(k) = key {
-                    stopped.insert(k);
-                }
-                out.deferred.push((event, e));
-            }
-            Outcome::Failed(e) => {
-                if let Some(k) = key {
-                    stopped.insert(k);
-                }
-                match e {
-                    SinkError::Rejected { .. } => out.rejected.push((event, e)),
-                    SinkError::NotAttempted => {}
-                    SinkError::Transient { .. } => {
-                        out.transient.get_or_insert(e);
-                    }
-                }
-            }
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ev(id: i64, key: Option<&str>) -> OutboxEvent {
-        OutboxEvent::for_test(id, key, "t")
-    }
-
-    #[test]
-    fn a_deferred_event_holds_its_key_only() {
-        let b = vec![ev(1, Some("a")), ev(2, Some("a")), ev(3, Some("b"))];
-        let d = vec![
-            Outcome::Deferred(SinkError::transient("no leader")),
-            Outcome::Delivered,
-            Outcome::Delivered,
-        ];
-        let p = plan(&b, d);
-        assert_eq!(p.sent, vec![3]);
-        assert_eq!(p.deferred.len(), 1);
-        assert!(p.transient.is_none() && p.rejected.is_empty());
-    }
-
-    #[test]
-    fn a_failure_stops_its_key_only() {
-        let b = vec![
-            ev(1, Some("a")),
-            ev(2, Some("b")),
-            ev(3, Some("a")),
-            ev(4, None),
-            ev(5, Some("b")),
-        ];
-        let d = vec![
-            Outcome::Failed(SinkError::transient("down")),
-            Outcome::Delivered,
-            // A sink that wrongly reports a later event of a failed key: not marked.
-            Outcome::Delivered,
-            Outcome::Failed(SinkError::rejected("too big")),
-            Outcome::Delivered,
-        ];
-        let p = plan(&b, d);
-        assert_eq!(p.sent, vec![2, 5]);
-        assert_eq!(p.rejected.len(), 1);
-        assert_eq!(p.rejected[0].0.id, 4);
-        assert!(p.transient.is_some());
     }
 }
