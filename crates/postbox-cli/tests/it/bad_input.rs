@@ -292,18 +292,10 @@ fn help_documents_every_option_with_its_default() {
 async fn block_policy_holds_the_key_until_an_operator_acts() {
     let ctx = Ctx::new("block").await;
     let redis = postbox_testkit::redis_url();
+    let blocked = format!("{}*", ctx.queue);
     let relay = ctx.relay(
         &redis,
-        &[
-            "--max-attempts",
-            "2",
-            "--retry-base",
-            "50ms",
-            "--retry-max",
-            "100ms",
-            "--block-topics",
-            &format!("{}*", ctx.queue),
-        ],
+        &[FAST_DEAD_LETTER, &["--block-topics", &blocked]].concat(),
         &[],
     );
     sqlx::query(&format!(

@@ -38,18 +38,9 @@ async fn blocked_rows(ctx: &Ctx) -> Vec<(String, i32)> {
 }
 
 fn relay_args<'a>(blocked: &'a str, mode: &'a str) -> Vec<&'a str> {
-    vec![
-        "--max-attempts",
-        "2",
-        "--retry-base",
-        "50ms",
-        "--retry-max",
-        "100ms",
-        "--block-topics",
-        blocked,
-        "--bullmq-publish",
-        mode,
-    ]
+    let mut args = FAST_DEAD_LETTER.to_vec();
+    args.extend(["--block-topics", blocked, "--bullmq-publish", mode]);
+    args
 }
 
 /// An error inside the transaction (one queue refuses its adds) is found
