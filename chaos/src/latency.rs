@@ -43,6 +43,7 @@ async fn measure(
             consumers_relays: 1,
             relay_flags: flags,
             redis_proxy: false,
+            pg_proxy: false,
         },
     )
     .await?;

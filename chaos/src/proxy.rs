@@ -183,6 +183,8 @@ async fn pipe(
             wait_pass(&mut ws).await?;
             w.write_all(&chunk).await?;
         }
+        // A close is a packet too: held while partitioned.
+        wait_pass(&mut ws).await?;
         let _ = w.shutdown().await;
         Ok::<(), io::Error>(())
     };
@@ -259,6 +261,34 @@ mod tests {
         new.read_exact(&mut got).await.unwrap();
         assert_eq!(&got, b"new");
         assert_eq!(round_trip(&mut old, b"after").await, b"after");
+    }
+
+    #[tokio::test]
+    async fn a_close_during_a_partition_is_held_until_healed() {
+        // A server that reports when it sees its client's end of stream.
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let target = l.local_addr().unwrap();
+        let (closed_tx, mut closed) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let mut b = [0u8; 64];
+            while s.read(&mut b).await.map_or(false, |n| n > 0) {}
+            let _ = closed_tx.send(());
+        });
+        let p = Proxy::start(target).await.unwrap();
+        let mut s = connect(&p).await;
+        s.write_all(b"hello").await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        p.partition();
+        drop(s);
+        let early = tokio::time::timeout(Duration::from_millis(300), closed.recv()).await;
+        assert!(
+            early.is_err(),
+            "the server saw the close through a partition"
+        );
+        p.heal();
+        let seen = tokio::time::timeout(Duration::from_secs(5), closed.recv()).await;
+        assert!(matches!(seen, Ok(Some(()))), "{seen:?}");
     }
 
     #[tokio::test]

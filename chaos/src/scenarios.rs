@@ -21,6 +21,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("redis-latency", "50 ms added each way on every Redis connection for 3 s"),
     ("pg-immediate-stop", "a harness-owned PostgreSQL stopped with `pg_ctl -m immediate`, restarted 1.5 s later; 5xx answers are indeterminate"),
     ("pg-read-only", "a harness-owned PostgreSQL turned read-only (`default_transaction_read_only`, as for maintenance or a full disk) for 2.5 s: producers get errors, relays and consumers retry, nothing dead-lettered"),
+    ("pg-partition", "the network between one relay and PostgreSQL drops every packet (fault proxy: nothing forwarded, nothing closed); the server ends its silent sessions after session_timeout, the other relay takes over, the cut-off one resumes when healed"),
 ];
 
 /// The fast subset CI runs next to the seed scenario.
@@ -31,6 +32,7 @@ pub const FAST: &[&str] = &[
     "poison",
     "redis-partition",
     "pg-immediate-stop",
+    "pg-partition",
 ];
 
 const CHATS: i64 = 3; // the chat seeds chats 1..=3
@@ -59,6 +61,10 @@ async fn at(start: Instant, secs: f64) {
 pub async fn run(admin_url: &str, name: &str) -> Result<bool, chat::Error> {
     let (relays, flags): (usize, Vec<String>) = match name {
         "relay-kill" | "relay-stop-takeover" => (2, vec![]),
+        "pg-partition" => (
+            2,
+            vec!["--session-timeout".into(), PARTITION_SESSION_TIMEOUT.into()],
+        ),
         "poison" => (
             1,
             [
@@ -98,6 +104,7 @@ pub async fn run(admin_url: &str, name: &str) -> Result<bool, chat::Error> {
             consumers_relays: relays,
             relay_flags: flags.clone(),
             redis_proxy: matches!(name, "redis-partition" | "redis-latency"),
+            pg_proxy: name == "pg-partition",
         },
     )
     .await?;
@@ -106,6 +113,7 @@ pub async fn run(admin_url: &str, name: &str) -> Result<bool, chat::Error> {
     let h = w.history.clone();
     let load_task = tokio::spawn(load(w.sender(), LOAD));
     let t0 = Instant::now();
+    let mut extra_ok = true;
 
     match name {
         "relay-kill" => {
@@ -237,12 +245,41 @@ pub async fn run(admin_url: &str, name: &str) -> Result<bool, chat::Error> {
             read_only(&cluster.url(), false).await?;
             h.harness("postgres", "writable again");
         }
+        "pg-partition" => {
+            let proxy = w.pg_proxy.as_ref().expect("proxied");
+            let (cut, other) = (
+                w.consumers.relays[0].pid().unwrap(),
+                w.consumers.relays[1].pid().unwrap(),
+            );
+            at(t0, 1.5).await;
+            proxy.partition();
+            let partitioned = Instant::now();
+            h.harness("proxy", "relay #0 ↔ PostgreSQL partitioned");
+            wait_owned_by(&w, other, 64, Duration::from_secs(30)).await?;
+            let takeover = partitioned.elapsed();
+            // The takeover came from the server ending the silent sessions
+            // (their locks went with them), not from anything closing them.
+            let left = worker_sessions(&w, cut).await?;
+            h.harness(
+                "relay",
+                format!("relay #1 owns all 64 partitions {takeover:.1?} after the cut"),
+            );
+            println!(
+                "takeover: relay #1 owned all 64 partitions {:.1} s after the cut (session_timeout {PARTITION_SESSION_TIMEOUT}); worker sessions of the cut-off relay left on the server: {left}",
+                takeover.as_secs_f64()
+            );
+            extra_ok = left == 0;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            proxy.heal();
+            h.harness("proxy", "healed");
+            wait_owned_by(&w, cut, 1, Duration::from_secs(30)).await?;
+            h.harness("relay", "relay #0 owns partitions again");
+        }
         _ => unreachable!(),
     }
     load_task.await??;
     w.converge(Duration::from_secs(60)).await?;
 
-    let mut extra_ok = true;
     if name == "pg-read-only" {
         // A read-only database is the database's trouble, never the events'.
         let dead: i64 = sqlx::query_scalar(&format!(
@@ -348,6 +385,19 @@ pub async fn terminate(w: &World, pids: &[u32]) -> Result<i64, chat::Error> {
     .fetch_one(&w.admin)
     .await?;
     Ok(n)
+}
+
+/// The scenario's relays give a silent database session up after this.
+const PARTITION_SESSION_TIMEOUT: &str = "3s";
+
+/// Worker sessions of relay process `pid` the server still has.
+async fn worker_sessions(w: &World, pid: u32) -> Result<i64, chat::Error> {
+    Ok(
+        sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE $1")
+            .bind(format!("postbox-relay:{pid}:%:worker"))
+            .fetch_one(&w.admin)
+            .await?,
+    )
 }
 
 /// Wait until the relay process `pid` holds at least `n` partitions of the consumers schema.

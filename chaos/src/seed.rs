@@ -30,6 +30,7 @@ pub async fn run(admin_url: &str, version: Version) -> Result<bool, chat::Error>
             consumers_relays: 1,
             relay_flags: vec![],
             redis_proxy: false,
+            pg_proxy: false,
         },
     )
     .await?;

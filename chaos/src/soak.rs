@@ -66,6 +66,7 @@ pub async fn run(
             consumers_relays: 2,
             relay_flags: vec![],
             redis_proxy: true,
+            pg_proxy: false,
         },
     )
     .await?;

@@ -65,6 +65,8 @@ pub struct World {
     pub workers: Service,
     pub admin: sqlx::PgPool,
     postbox_bin: PathBuf,
+    /// Between the first consumers relay and PostgreSQL, if [`Options::pg_proxy`].
+    pub pg_proxy: Option<Proxy>,
     /// The Redis URL the services and relays use (the proxy's, if any).
     redis_url: String,
     sender: Sender,
@@ -83,6 +85,9 @@ pub struct Options {
     /// Route the services' and relays' Redis connections through a fault
     /// [`Proxy`] (the harness itself still talks to Redis directly).
     pub redis_proxy: bool,
+    /// Route the first consumers relay's PostgreSQL sessions through a fault
+    /// [`Proxy`] (everything else talks to PostgreSQL directly).
+    pub pg_proxy: bool,
 }
 
 impl World {
@@ -100,6 +105,20 @@ impl World {
             Some(p) => format!("redis://127.0.0.1:{}", p.port()),
             None => redis.url(),
         };
+        let pg_proxy = if o.pg_proxy {
+            let u = url::Url::parse(admin_url).map_err(|e| format!("admin URL: {e}"))?;
+            let addr = tokio::net::lookup_host((
+                u.host_str().unwrap_or("127.0.0.1"),
+                u.port().unwrap_or(5432),
+            ))
+            .await?
+            .next()
+            .ok_or("admin URL: host does not resolve")?;
+            Some(Proxy::start(addr).await?)
+        } else {
+            None
+        };
+        let pg_proxy_port = pg_proxy.as_ref().map(|p| p.port());
         let sfx = &uuid::Uuid::new_v4().simple().to_string()[..8];
         let (cs, ws) = (
             format!("chaos_{sfx}_consumers"),
@@ -151,6 +170,15 @@ impl World {
             );
             let relays = (0..if o.v2 { relays } else { 0 })
                 .map(|i| {
+                    let url = match pg_proxy_port {
+                        Some(port) if i == 0 && service == "consumers" => {
+                            let mut u = url::Url::parse(&url).expect("a URL");
+                            let _ = u.set_host(Some("127.0.0.1"));
+                            let _ = u.set_port(Some(port));
+                            u.to_string()
+                        }
+                        _ => url.clone(),
+                    };
                     relay_proc(
                         &postbox_bin,
                         &format!("relay({service}#{i})"),
@@ -178,6 +206,7 @@ impl World {
             history,
             redis,
             proxy,
+            pg_proxy,
             consumers,
             workers,
             postbox_bin,

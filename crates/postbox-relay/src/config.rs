@@ -105,6 +105,17 @@ pub struct Config {
     #[serde(with = "humantime_serde")]
     #[schemars(with = "crate::HumanDuration")]
     pub publish_timeout: Duration,
+    /// How long a relay worker's database session may stay silent (relay host
+    /// gone, network cut without a clean close) before PostgreSQL ends it and
+    /// frees its partitions for the other relays (`idle_session_timeout` and
+    /// `idle_in_transaction_session_timeout` on the worker's session); the
+    /// worker itself gives a session up that does not answer within it. Must
+    /// exceed `publish_timeout`, `rebalance_interval` and `backoff_max`, so a
+    /// healthy worker is never cut and a cut-off one has finished publishing
+    /// what it claimed before another relay can claim it again.
+    #[serde(with = "humantime_serde")]
+    #[schemars(with = "crate::HumanDuration")]
+    pub session_timeout: Duration,
     /// First backoff after a transient failure (broker or database down).
     #[serde(with = "humantime_serde")]
     #[schemars(with = "crate::HumanDuration")]
@@ -186,6 +197,7 @@ impl Default for Config {
             busy_poll_interval: Duration::from_millis(1),
             busy_poll_for: Duration::from_millis(10),
             publish_timeout: Duration::from_secs(10),
+            session_timeout: Duration::from_secs(30),
             backoff_min: Duration::from_millis(100),
             backoff_max: Duration::from_secs(5),
             max_attempts: 10,
@@ -316,6 +328,22 @@ impl Config {
         if self.backoff_min > self.backoff_max {
             return err("backoff_min", "is greater than backoff_max".into());
         }
+        for (field, d) in [
+            ("publish_timeout", self.publish_timeout),
+            ("rebalance_interval", self.rebalance_interval),
+            ("backoff_max", self.backoff_max),
+        ] {
+            if self.session_timeout <= d {
+                return err(
+                    "session_timeout",
+                    format!(
+                        "{} must exceed {field} ({}): a healthy worker is silent that long",
+                        humantime_serde::re::humantime::format_duration(self.session_timeout),
+                        humantime_serde::re::humantime::format_duration(d)
+                    ),
+                );
+            }
+        }
         if self.retry_base > self.retry_max {
             return err("retry_base", "is greater than retry_max".into());
         }
@@ -366,5 +394,24 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("database_url"));
+    }
+
+    #[test]
+    fn a_healthy_worker_outlasts_the_session_timeout() {
+        let mut c = Config {
+            database_url: Secret::new("postgres://h/db"),
+            session_timeout: Duration::from_secs(10),
+            ..Config::default()
+        };
+        let e = c.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("session_timeout") && e.contains("publish_timeout (10s)"),
+            "{e}"
+        );
+        c.publish_timeout = Duration::from_secs(2);
+        assert!(c.validate().is_ok());
+        c.backoff_max = Duration::from_secs(20);
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("backoff_max (20s)"), "{e}");
     }
 }

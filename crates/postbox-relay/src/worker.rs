@@ -88,8 +88,9 @@ impl Worker {
             max: self.config.backoff_max,
         };
         let mut failures = 0u32;
+        let silent = self.config.session_timeout;
         while !self.shutdown.is_cancelled() {
-            let mut conn = match self.connect().await {
+            let mut conn = match answered(silent, "connecting", self.connect()).await {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::warn!(schema = %self.schema, error = %e, "relay worker cannot reach PostgreSQL; retrying");
@@ -111,7 +112,8 @@ impl Worker {
                 while !self.shutdown.is_cancelled() {
                     if Instant::now() >= next_rebalance {
                         // Newly taken partitions may hold a backlog: claim now.
-                        claim_now |= self.rebalance(&mut conn).await?;
+                        claim_now |=
+                            answered(silent, "rebalancing", self.rebalance(&mut conn)).await?;
                         next_rebalance = Instant::now() + self.config.rebalance_interval;
                     }
                     if !(claim_now || Instant::now() >= next_poll) {
@@ -125,7 +127,8 @@ impl Worker {
                     let pass = if self.owned.is_empty() {
                         Pass::Drained { found: 0 }
                     } else {
-                        self.pass(&mut conn).await?
+                        let limit = self.config.publish_timeout + silent;
+                        answered(limit, "relaying a batch", self.pass(&mut conn)).await?
                     };
                     match pass {
                         // Drain without waiting while batches come back full.
@@ -145,7 +148,7 @@ impl Worker {
                                 // poll serves them without any NOTIFY.
                                 next_poll = now + self.config.busy_poll_interval;
                             } else if !self.armed && !self.owned.is_empty() {
-                                self.arm(&mut conn).await?;
+                                answered(silent, "arming wake-ups", self.arm(&mut conn)).await?;
                                 claim_now = true;
                             } else {
                                 next_poll = now + self.config.poll_interval;
@@ -169,6 +172,10 @@ impl Worker {
                     let _ = conn.close().await;
                 }
                 Err(e) => {
+                    // Dropped, not closed: a session that stopped answering
+                    // would not answer a close either. The server ends it
+                    // after session_timeout of silence, which frees its locks.
+                    drop(conn);
                     tracing::warn!(schema = %self.schema, error = %e, "relay worker lost its database session; partitions released, reconnecting");
                     self.stats.owned.fetch_sub(self.owned.len() as i64, Relaxed);
                     self.owned.clear();
@@ -181,6 +188,15 @@ impl Worker {
     async fn connect(&self) -> Result<PgConnection, sqlx::Error> {
         let opts: sqlx::postgres::PgConnectOptions = self.config.database_url.expose().parse()?;
         let mut conn = PgConnection::connect_with(&opts.application_name(&self.app_name)).await?;
+        sqlx::query(&self.q.relay_session_limits)
+            .bind(
+                self.config
+                    .session_timeout
+                    .as_millis()
+                    .min(i32::MAX as u128) as i32,
+            )
+            .execute(&mut conn)
+            .await?;
         sqlx::query(&self.q.relay_member_join)
             .bind(self.schema.as_str())
             .execute(&mut conn)
@@ -471,5 +487,24 @@ impl Worker {
             _ = tokio::time::sleep_until(until.into()) => false,
             r = self.wake.changed() => r.is_ok(),
         }
+    }
+}
+
+/// `fut`'s result, or an error if PostgreSQL has not answered within `limit`
+/// (the caller then gives the session up, its partitions with it).
+async fn answered<T>(
+    limit: Duration,
+    what: &str,
+    fut: impl std::future::Future<Output = Result<T, sqlx::Error>>,
+) -> Result<T, sqlx::Error> {
+    match tokio::time::timeout(limit, fut).await {
+        Ok(r) => r,
+        Err(_) => Err(sqlx::Error::Io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "no answer from PostgreSQL within {} while {what} (session_timeout)",
+                humantime_serde::re::humantime::format_duration(limit)
+            ),
+        ))),
     }
 }

@@ -63,6 +63,7 @@ queries!(
     partition_release,
     relay_member_join,
     relay_member_count,
+    relay_session_limits,
     inbox_receive,
     outbox_retention_delete,
     inbox_retention_delete,
