@@ -44,6 +44,7 @@ async fn measure(
             relay_flags: flags,
             redis_proxy: false,
             pg_proxy: false,
+            db_hosts: None,
         },
     )
     .await?;

@@ -2,6 +2,7 @@
 //! their relays and its own Redis as processes, injects faults on a schedule,
 //! records what every process reports, and judges the history.
 
+mod backlog;
 mod history;
 mod infra;
 mod latency;
@@ -46,14 +47,6 @@ struct SoakArgs {
     /// Seed of the fault sequence [default: random, printed].
     #[arg(long)]
     seed: Option<u64>,
-    /// Admin PostgreSQL URL (creates per-run roles and schemas).
-    #[arg(
-        long,
-        env = "DATABASE_URL",
-        hide_env_values = true,
-        default_value = "postgres://postgres:postgres@127.0.0.1:5432/postgres"
-    )]
-    admin_url: String,
 }
 
 #[derive(clap::Args)]
@@ -191,7 +184,7 @@ async fn command(command: Command) -> Result<bool, chat::Error> {
             )
             .await
         }
-        Command::Soak(a) => soak::run(&a.admin_url, a.duration, a.seed).await,
+        Command::Soak(a) => soak::run(a.duration, a.seed).await,
         Command::List => {
             for (name, about) in scenarios::ALL {
                 println!("{name:<22} {about}");

@@ -21,6 +21,8 @@ pub const ALL: &[(&str, &str)] = &[
     ("redis-latency", "50 ms added each way on every Redis connection for 3 s"),
     ("pg-immediate-stop", "a harness-owned PostgreSQL stopped with `pg_ctl -m immediate`, restarted 1.5 s later; 5xx answers are indeterminate"),
     ("pg-read-only", "a harness-owned PostgreSQL turned read-only (`default_transaction_read_only`, as for maintenance or a full disk) for 2.5 s: producers get errors, relays and consumers retry, nothing dead-lettered"),
+    ("backlog-1m", "the consumers relay stopped while 1,000,000 events pile up in the outbox; a new relay drains them with its resident memory flat and the pending gauge showing the lag, and the chats come through"),
+    ("pg-failover", "a harness-owned primary with a synchronous streaming standby; the primary is killed (`pg_ctl -m immediate`) and the standby promoted; services and relays on a two-host URL with target_session_attrs=read-write move to it"),
     ("pg-partition", "the network between one relay and PostgreSQL drops every packet (fault proxy: nothing forwarded, nothing closed); the server ends its silent sessions after session_timeout, the other relay takes over, the cut-off one resumes when healed"),
 ];
 
@@ -33,6 +35,7 @@ pub const FAST: &[&str] = &[
     "redis-partition",
     "pg-immediate-stop",
     "pg-partition",
+    "pg-failover",
 ];
 
 const CHATS: i64 = 3; // the chat seeds chats 1..=3
@@ -89,10 +92,15 @@ pub async fn run(admin_url: &str, name: &str) -> Result<bool, chat::Error> {
     };
     // Stopped hard below, so not the machine's shared server: one of our own
     // (declared first, so it is dropped — stopped and removed — last).
-    let cluster = if matches!(name, "pg-immediate-stop" | "pg-read-only") {
+    let cluster = if matches!(name, "pg-immediate-stop" | "pg-read-only" | "pg-failover") {
         Some(PgCluster::start().await?)
     } else {
         None
+    };
+    // pg-failover: a synchronous streaming standby of that cluster.
+    let standby = match (&cluster, name) {
+        (Some(primary), "pg-failover") => Some(sync_standby(primary).await?),
+        _ => None,
     };
     let admin_url = cluster
         .as_ref()
@@ -105,6 +113,10 @@ pub async fn run(admin_url: &str, name: &str) -> Result<bool, chat::Error> {
             relay_flags: flags.clone(),
             redis_proxy: matches!(name, "redis-partition" | "redis-latency"),
             pg_proxy: name == "pg-partition",
+            db_hosts: standby
+                .as_ref()
+                .zip(cluster.as_ref())
+                .map(|(s, p)| format!("127.0.0.1:{},127.0.0.1:{}", p.port(), s.port())),
         },
     )
     .await?;
@@ -275,6 +287,34 @@ pub async fn run(admin_url: &str, name: &str) -> Result<bool, chat::Error> {
             wait_owned_by(&w, cut, 1, Duration::from_secs(30)).await?;
             h.harness("relay", "relay #0 owns partitions again");
         }
+        "backlog-1m" => {
+            at(t0, 0.5).await;
+            let port = crate::backlog::pile_up(&mut w).await?;
+            extra_ok = crate::backlog::watch_drain(&w, port, Duration::from_secs(900)).await?;
+        }
+        "pg-failover" => {
+            let (primary, standby) = (cluster.as_ref().unwrap(), standby.as_ref().unwrap());
+            at(t0, 2.0).await;
+            primary.stop_immediate().await?;
+            let killed = Instant::now();
+            h.harness("postgres", "primary killed (immediate)");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            standby.promote().await?;
+            h.harness("postgres", "standby promoted");
+            // The harness's own checks read the new primary from now on.
+            w.admin = sqlx::PgPool::connect(&standby.url()).await?;
+            wait_owned_by(
+                &w,
+                w.consumers.relays[0].pid().unwrap(),
+                64,
+                Duration::from_secs(30),
+            )
+            .await?;
+            println!(
+                "failover: the relay owned all 64 partitions on the new primary {:.1} s after the old one died (promotion took 0.5 s)",
+                killed.elapsed().as_secs_f64()
+            );
+        }
         _ => unreachable!(),
     }
     load_task.await??;
@@ -331,7 +371,7 @@ pub async fn run(admin_url: &str, name: &str) -> Result<bool, chat::Error> {
 
 /// Make every new transaction of the server read-only (or writable again),
 /// from a session of its own that stays writable to undo it.
-async fn read_only(url: &str, on: bool) -> Result<(), chat::Error> {
+pub async fn read_only(url: &str, on: bool) -> Result<(), chat::Error> {
     use sqlx::Connection;
     let mut c = sqlx::PgConnection::connect(url).await?;
     sqlx::query("SET default_transaction_read_only = off")
@@ -385,6 +425,39 @@ pub async fn terminate(w: &World, pids: &[u32]) -> Result<i64, chat::Error> {
     .fetch_one(&w.admin)
     .await?;
     Ok(n)
+}
+
+/// A streaming standby of `primary` that every commit waits for
+/// (`synchronous_standby_names`), so what a client saw committed survives
+/// the primary.
+async fn sync_standby(primary: &PgCluster) -> Result<PgCluster, chat::Error> {
+    let standby = primary.standby().await?;
+    let admin = sqlx::PgPool::connect(&primary.url()).await?;
+    sqlx::query("ALTER SYSTEM SET synchronous_standby_names = 'standby'")
+        .execute(&admin)
+        .await?;
+    sqlx::query("SELECT pg_reload_conf()")
+        .execute(&admin)
+        .await?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let sync: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_replication WHERE application_name = 'standby' AND sync_state = 'sync' AND state = 'streaming'",
+        )
+        .fetch_one(&admin)
+        .await?;
+        if sync == 1 {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(
+                "the standby did not become a streaming synchronous standby within 30 s".into(),
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    admin.close().await;
+    Ok(standby)
 }
 
 /// The scenario's relays give a silent database session up after this.

@@ -31,6 +31,7 @@ pub async fn run(admin_url: &str, version: Version) -> Result<bool, chat::Error>
             relay_flags: vec![],
             redis_proxy: false,
             pg_proxy: false,
+            db_hosts: None,
         },
     )
     .await?;

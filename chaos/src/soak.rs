@@ -1,11 +1,14 @@
 //! `chaos soak`: one world (two consumers relays, Redis behind the fault
-//! proxy) under continuous load for a while, with faults drawn by a seeded
+//! proxy, the first relay's PostgreSQL sessions behind another, on a
+//! PostgreSQL cluster of its own) under continuous load for a while, with faults drawn by a seeded
 //! RNG a few seconds apart; then it converges and the same checker judges the
 //! whole history. The seed fixes the sequence of faults and their lengths.
 
 use crate::infra::Proc;
-use crate::scenarios::{load, terminate, verdict_line};
+use crate::scenarios::{load, read_only, terminate, verdict_line};
+use crate::world::LOCK_MS;
 use crate::world::{Options, World};
+use postbox_testkit::PgCluster;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
@@ -20,9 +23,15 @@ enum Fault {
     PgTerminate,
     WorkersDeploy,
     ConsumersDeploy,
+    RedisHang,
+    RedisLatency,
+    WorkerStall,
+    PgPartition,
+    PgImmediateStop,
+    PgReadOnly,
 }
 
-const FAULTS: [Fault; 7] = [
+const FAULTS: [Fault; 13] = [
     Fault::RelayKill,
     Fault::RelayStop,
     Fault::RedisKill,
@@ -30,6 +39,12 @@ const FAULTS: [Fault; 7] = [
     Fault::PgTerminate,
     Fault::WorkersDeploy,
     Fault::ConsumersDeploy,
+    Fault::RedisHang,
+    Fault::RedisLatency,
+    Fault::WorkerStall,
+    Fault::PgPartition,
+    Fault::PgImmediateStop,
+    Fault::PgReadOnly,
 ];
 
 impl Fault {
@@ -42,16 +57,18 @@ impl Fault {
             Fault::PgTerminate => "pg-terminate",
             Fault::WorkersDeploy => "workers-deploy",
             Fault::ConsumersDeploy => "consumers-deploy",
+            Fault::RedisHang => "redis-hang",
+            Fault::RedisLatency => "redis-latency",
+            Fault::WorkerStall => "worker-stall",
+            Fault::PgPartition => "pg-partition",
+            Fault::PgImmediateStop => "pg-immediate-stop",
+            Fault::PgReadOnly => "pg-read-only",
         }
     }
 }
 
 /// Soak for `duration`; prints the verdict and the faults; true if clean.
-pub async fn run(
-    admin_url: &str,
-    duration: Duration,
-    seed: Option<u64>,
-) -> Result<bool, chat::Error> {
+pub async fn run(duration: Duration, seed: Option<u64>) -> Result<bool, chat::Error> {
     let seed = seed.unwrap_or_else(rand::random);
     let label = format!(
         "soak {} seed {seed}",
@@ -59,14 +76,18 @@ pub async fn run(
     );
     println!("{label}: starting");
     let mut rng = StdRng::seed_from_u64(seed);
+    // PostgreSQL is stopped and made read-only below: a cluster of our own,
+    // dropped (stopped, removed) last.
+    let cluster = PgCluster::start().await?;
     let mut w = World::start(
-        admin_url,
+        &cluster.url(),
         Options {
             v2: true,
             consumers_relays: 2,
-            relay_flags: vec![],
+            relay_flags: vec!["--session-timeout".into(), "3s".into()],
             redis_proxy: true,
-            pg_proxy: false,
+            pg_proxy: true,
+            db_hosts: None,
         },
     )
     .await?;
@@ -81,7 +102,7 @@ pub async fn run(
     while next + Duration::from_secs(1) < end {
         tokio::time::sleep_until(next.into()).await;
         let fault = FAULTS[rng.random_range(0..FAULTS.len())];
-        inject(&mut w, fault, &mut rng).await?;
+        inject(&mut w, &cluster, fault, &mut rng).await?;
         *counts.get_mut(fault.name()).unwrap() += 1;
         next = Instant::now() + Duration::from_millis(rng.random_range(2000..5000));
     }
@@ -120,6 +141,7 @@ pub async fn run(
             print!("where the lost messages are:\n{explained}");
         }
     }
+    drop(cluster);
     Ok(ok)
 }
 
@@ -136,7 +158,12 @@ fn hold(rng: &mut StdRng, ms: std::ops::Range<u64>) -> Duration {
     Duration::from_millis(rng.random_range(ms))
 }
 
-async fn inject(w: &mut World, fault: Fault, rng: &mut StdRng) -> Result<(), chat::Error> {
+async fn inject(
+    w: &mut World,
+    cluster: &PgCluster,
+    fault: Fault,
+    rng: &mut StdRng,
+) -> Result<(), chat::Error> {
     let h = w.history.clone();
     let n_relays = relays(w).len();
     match fault {
@@ -199,6 +226,59 @@ async fn inject(w: &mut World, fault: Fault, rng: &mut StdRng) -> Result<(), cha
             h.harness("deploy", "consumers stopped");
             w.consumers.start(&[]).await?;
             h.harness("deploy", "consumers started");
+        }
+        Fault::RedisHang => {
+            let pause = hold(rng, 500..3000);
+            w.redis.signal("STOP");
+            h.harness("redis", "SIGSTOP");
+            tokio::time::sleep(pause).await;
+            w.redis.signal("CONT");
+            h.harness("redis", "SIGCONT");
+        }
+        Fault::RedisLatency => {
+            let pause = hold(rng, 1000..3000);
+            let proxy = w.proxy.as_ref().expect("soak runs behind the proxy");
+            proxy.latency(Duration::from_millis(rng.random_range(10..80)));
+            h.harness("proxy", "latency added");
+            tokio::time::sleep(pause).await;
+            proxy.latency(Duration::ZERO);
+            h.harness("proxy", "latency removed");
+        }
+        Fault::WorkerStall => {
+            w.workers.svc.signal("STOP");
+            h.harness("workers", "SIGSTOP");
+            tokio::time::sleep(Duration::from_millis(LOCK_MS + rng.random_range(200..1500))).await;
+            w.workers.svc.signal("CONT");
+            h.harness("workers", "SIGCONT");
+        }
+        Fault::PgPartition => {
+            // Longer than the relays' session_timeout (3s) half of the time.
+            let pause = hold(rng, 1000..6000);
+            let proxy = w
+                .pg_proxy
+                .as_ref()
+                .expect("soak proxies relay #0's PostgreSQL");
+            proxy.partition();
+            h.harness("proxy", "relay #0 ↔ PostgreSQL partitioned");
+            tokio::time::sleep(pause).await;
+            proxy.heal();
+            h.harness("proxy", "relay #0 ↔ PostgreSQL healed");
+        }
+        Fault::PgImmediateStop => {
+            let pause = hold(rng, 300..2000);
+            cluster.stop_immediate().await?;
+            h.harness("postgres", "stopped (immediate)");
+            tokio::time::sleep(pause).await;
+            cluster.up().await?;
+            h.harness("postgres", "up (recovered)");
+        }
+        Fault::PgReadOnly => {
+            let pause = hold(rng, 1000..3000);
+            read_only(&cluster.url(), true).await?;
+            h.harness("postgres", "read-only");
+            tokio::time::sleep(pause).await;
+            read_only(&cluster.url(), false).await?;
+            h.harness("postgres", "writable again");
         }
     }
     Ok(())

@@ -88,6 +88,9 @@ pub struct Options {
     /// Route the first consumers relay's PostgreSQL sessions through a fault
     /// [`Proxy`] (everything else talks to PostgreSQL directly).
     pub pg_proxy: bool,
+    /// Give the services and relays this libpq host list instead of the
+    /// admin URL's host, with `target_session_attrs=read-write` (failover).
+    pub db_hosts: Option<String>,
 }
 
 impl World {
@@ -138,7 +141,10 @@ impl World {
                     peer_schema: &str,
                     relays: usize|
          -> Result<Service, chat::Error> {
-            let url = service_url(admin_url, &SchemaName::new(schema)?, "chat")?;
+            let mut url = service_url(admin_url, &SchemaName::new(schema)?, "chat")?;
+            if let Some(hosts) = &o.db_hosts {
+                url = with_hosts(&url, hosts)?;
+            }
             let port = free_port();
             let svc = Proc::new(
                 service,
@@ -533,4 +539,21 @@ impl Sender {
             )),
         }
     }
+}
+
+/// `url` with its `host:port` replaced by a libpq host list, asking for a
+/// writable server (sqlx's URL type cannot hold several hosts; postbox's
+/// `Servers` reads them).
+fn with_hosts(url: &str, hosts: &str) -> Result<String, chat::Error> {
+    let u = url::Url::parse(url).map_err(|e| format!("service URL: {e}"))?;
+    let one = format!(
+        "@{}:{}",
+        u.host_str().unwrap_or_default(),
+        u.port().unwrap_or(5432)
+    );
+    let sep = if u.query().is_some() { '&' } else { '?' };
+    Ok(format!(
+        "{}{sep}target_session_attrs=read-write",
+        url.replacen(&one, &format!("@{hosts}"), 1)
+    ))
 }

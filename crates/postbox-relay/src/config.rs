@@ -252,6 +252,12 @@ pub struct ConfigError {
 }
 
 impl Config {
+    /// The server(s) `database_url` names: one, or a primary and its standbys
+    /// (`postgres://a:5432,b:5432/db?target_session_attrs=read-write`).
+    pub fn servers(&self) -> Result<postbox::Servers, postbox::ServersError> {
+        self.database_url.expose().parse()
+    }
+
     /// Check every field; returns the validated schema names.
     pub fn validate(&self) -> Result<Vec<SchemaName>, ConfigError> {
         let err = |field, reason: String| Err(ConfigError { field, reason });
@@ -271,6 +277,9 @@ impl Config {
                     self.database_url
                 ),
             );
+        }
+        if let Err(e) = self.servers() {
+            return err("database_url", e.to_string());
         }
         if self.schemas.is_empty() {
             return err("schemas", "empty: name at least one schema".into());

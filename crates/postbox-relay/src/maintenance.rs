@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 pub(crate) async fn run(
     config: Arc<Config>,
+    servers: Arc<postbox::Servers>,
     schemas: Vec<SchemaName>,
     shutdown: CancellationToken,
 ) {
@@ -22,7 +23,8 @@ pub(crate) async fn run(
     let mut next_retention = Instant::now();
     loop {
         if conn.is_none() {
-            conn = PgConnection::connect(config.database_url.expose())
+            conn = servers
+                .connect("postbox-relay:maintenance", config.session_timeout)
                 .await
                 .ok();
         }

@@ -3,6 +3,7 @@
 //! all stopped by one shutdown token.
 
 use crate::{wake, wake_logical, worker::Worker, Config, ConfigError, Destination, Stats};
+use postbox::Servers;
 use sqlx::Connection;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -45,7 +46,7 @@ pub enum RelayError {
 pub struct Readiness {
     stats: Arc<Stats>,
     sink: Arc<dyn Destination>,
-    database_url: crate::Secret,
+    servers: Arc<Servers>,
 }
 
 impl Readiness {
@@ -53,7 +54,7 @@ impl Readiness {
     pub async fn check(&self) -> Result<(), String> {
         let timeout = std::time::Duration::from_secs(2);
         let db = async {
-            let mut c = sqlx::PgConnection::connect(self.database_url.expose()).await?;
+            let mut c = self.servers.connect("postbox-relay:ready", timeout).await?;
             sqlx::query("SELECT 1").execute(&mut c).await?;
             let _ = c.close().await;
             Ok::<_, sqlx::Error>(())
@@ -83,6 +84,7 @@ impl Readiness {
 /// A configured relay, ready to [`run`](Relay::run).
 pub struct Relay {
     config: Config,
+    servers: Arc<Servers>,
     sink: Arc<dyn Destination>,
     stats: Arc<Stats>,
 }
@@ -91,8 +93,13 @@ impl Relay {
     /// Validate `config` and build a relay publishing to `sink`.
     pub fn new(config: Config, sink: Arc<dyn Destination>) -> Result<Self, RelayError> {
         config.validate()?;
+        let servers = Arc::new(config.servers().map_err(|e| ConfigError {
+            field: "database_url",
+            reason: e.to_string(),
+        })?);
         Ok(Relay {
             config,
+            servers,
             sink,
             stats: Arc::new(Stats::default()),
         })
@@ -103,7 +110,7 @@ impl Relay {
         Readiness {
             stats: self.stats.clone(),
             sink: self.sink.clone(),
-            database_url: self.config.database_url.clone(),
+            servers: self.servers.clone(),
         }
     }
 
@@ -117,7 +124,9 @@ impl Relay {
     /// something to retry.
     pub async fn preflight(&self) -> Result<(), RelayError> {
         let url = &self.config.database_url;
-        let mut conn = sqlx::PgConnection::connect(url.expose())
+        let mut conn = self
+            .servers
+            .connect("postbox-relay:preflight", self.config.session_timeout)
             .await
             .map_err(|source| RelayError::Connect {
                 url: url.redacted(),
@@ -141,7 +150,9 @@ impl Relay {
                 url: url.redacted(),
                 source,
             };
-            let mut conn = sqlx::PgConnection::connect(url.expose())
+            let mut conn = self
+                .servers
+                .connect("postbox-relay:preflight", self.config.session_timeout)
                 .await
                 .map_err(connect_error)?;
             let found = wake_logical::published(&mut conn, &schemas)
@@ -171,6 +182,7 @@ impl Relay {
                         sink: self.sink.clone(),
                         stats: self.stats.clone(),
                         instance: instance.clone(),
+                        servers: self.servers.clone(),
                     },
                     rx.clone(),
                     shutdown.clone(),
@@ -180,9 +192,16 @@ impl Relay {
         }
         tasks.spawn(
             "maintenance".into(),
-            crate::maintenance::run(config.clone(), schemas.clone(), shutdown.clone()),
+            crate::maintenance::run(
+                config.clone(),
+                self.servers.clone(),
+                schemas.clone(),
+                shutdown.clone(),
+            ),
         );
-        if !logical.is_empty() {
+        if !logical.is_empty() && self.servers.len() > 1 {
+            tracing::warn!(schemas = ?logical, "logical wake-up follows one server, and the database URL names several: these schemas are served by polling and NOTIFY instead; use `postbox migrate --notify adaptive` for them");
+        } else if !logical.is_empty() {
             let logical_wakers = logical
                 .iter()
                 .filter_map(|s| Some((s.to_string(), wakers.get(s.as_str())?.clone())))
@@ -203,7 +222,7 @@ impl Relay {
         tasks.spawn(
             "listen".into(),
             wake::listen(
-                config.database_url.clone(),
+                self.servers.clone(),
                 format!("{instance}:listen"),
                 wakers,
                 shutdown.clone(),

@@ -5,9 +5,10 @@
 //! wake-ups. When the listener connection drops, notifications in the gap are
 //! lost, so once LISTEN is back in force every worker is woken to rescan.
 
-use crate::{Backoff, Secret};
+use crate::Backoff;
 use sqlx::postgres::PgListener;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -20,7 +21,7 @@ pub(crate) fn bump(tx: &WakeTx) {
 }
 
 pub(crate) async fn listen(
-    url: Secret,
+    servers: Arc<postbox::Servers>,
     app_name: String,
     wakers: HashMap<String, WakeTx>,
     shutdown: CancellationToken,
@@ -32,7 +33,7 @@ pub(crate) async fn listen(
     let mut failures = 0u32;
     'connect: while !shutdown.is_cancelled() {
         let listener = async {
-            let opts: sqlx::postgres::PgConnectOptions = url.expose().parse()?;
+            let opts = servers.options();
             let pool = sqlx::postgres::PgPoolOptions::new()
                 .max_connections(1)
                 .connect_lazy_with(opts.application_name(&app_name));

@@ -24,6 +24,7 @@ pub(crate) struct Worker {
     shutdown: CancellationToken,
     /// `application_name` of the session, so operators can tell relays apart.
     app_name: String,
+    servers: Arc<postbox::Servers>,
     /// Partitions whose advisory lock this worker's session holds.
     owned: Vec<i16>,
     /// Whether all `owned` partitions are armed in `outbox_wakeup` (producers
@@ -38,6 +39,8 @@ pub(crate) struct Parts {
     pub stats: Arc<Stats>,
     /// `postbox-relay:<pid>:<random>`, the prefix of the sessions' application_name.
     pub instance: Arc<str>,
+    /// Where to open sessions (follows the primary).
+    pub servers: Arc<postbox::Servers>,
 }
 
 /// What one pass of the loop found.
@@ -63,6 +66,7 @@ impl Worker {
             sink,
             stats,
             instance,
+            servers,
         } = parts;
         Worker {
             q: Queries::new(&schema),
@@ -77,6 +81,7 @@ impl Worker {
             owned: Vec::new(),
             armed: false,
             app_name: format!("{instance}:worker"),
+            servers,
             failpoint: crate::failpoint::Failpoint::from_env(),
         }
     }
@@ -186,8 +191,10 @@ impl Worker {
     }
 
     async fn connect(&self) -> Result<PgConnection, sqlx::Error> {
-        let opts: sqlx::postgres::PgConnectOptions = self.config.database_url.expose().parse()?;
-        let mut conn = PgConnection::connect_with(&opts.application_name(&self.app_name)).await?;
+        let mut conn = self
+            .servers
+            .connect(&self.app_name, self.config.session_timeout)
+            .await?;
         sqlx::query(&self.q.relay_session_limits)
             .bind(
                 self.config

@@ -113,6 +113,70 @@ impl PgCluster {
         .await
     }
 
+    /// A streaming standby of this cluster (`pg_basebackup`, then
+    /// `standby.signal`), started, with `application_name = 'standby'` so the
+    /// primary can name it in `synchronous_standby_names`.
+    pub async fn standby(&self) -> Result<PgCluster, String> {
+        let port = free_port();
+        let dir = std::env::temp_dir().join(format!("postbox-pg-{port}-{}", suffix()));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let c = PgCluster {
+            dir,
+            bin: self.bin.clone(),
+            port,
+            as_postgres: self.as_postgres,
+        };
+        if c.as_postgres {
+            c.run(Command::new("chown").arg("postgres:postgres").arg(&c.dir))
+                .await?;
+        }
+        c.run(c.command("pg_basebackup").arg("-D").arg(c.data()).args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &self.port.to_string(),
+            "-U",
+            "postgres",
+            "-X",
+            "stream",
+            "--no-sync",
+        ]))
+        .await?;
+        // Later lines win: the copied postgresql.conf names the primary's port.
+        let conf = format!(
+            "\n# postbox-testkit standby\nport = {port}\nunix_socket_directories = '{}'\n\
+             primary_conninfo = 'host=127.0.0.1 port={} user=postgres application_name=standby'\n",
+            c.dir.display(),
+            self.port
+        );
+        use std::io::Write;
+        let path = c.data().join("postgresql.conf");
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(conf.as_bytes()))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let signal = c.data().join("standby.signal");
+        std::fs::write(&signal, "").map_err(|e| format!("{}: {e}", signal.display()))?;
+        if c.as_postgres {
+            c.run(Command::new("chown").arg("postgres:postgres").arg(&signal))
+                .await?;
+        }
+        c.up().await?;
+        Ok(c)
+    }
+
+    /// `pg_ctl promote`: a standby becomes a primary (returns once it is).
+    pub async fn promote(&self) -> Result<(), String> {
+        self.run(
+            self.command("pg_ctl")
+                .arg("-D")
+                .arg(self.data())
+                .args(["-w", "-t", "60", "promote"]),
+        )
+        .await
+    }
+
     /// The superuser's URL (no password: trust on 127.0.0.1).
     pub fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)

@@ -24,6 +24,7 @@ pub mod inbox;
 pub mod migrate;
 mod outbox;
 pub mod roles;
+pub mod servers;
 /// The SQL of every query, rendered for a schema. Internal: shared with
 /// `postbox-relay`, not part of the API (no semver promise).
 #[doc(hidden)]
@@ -35,6 +36,7 @@ pub use error::Error;
 pub use ident::{RoleName, SchemaName};
 pub use inbox::{Inbox, Receipt};
 pub use outbox::{enqueue, enqueue_many, Enqueued, Event, Outbox};
+pub use servers::{Servers, ServersError};
 pub use trace::TraceContext;
 
 /// Schema used by the free functions [`enqueue`], [`enqueue_many`] and

@@ -124,17 +124,16 @@ impl Svc {
 pub async fn run(a: Args) -> Result<(), Error> {
     let schema = SchemaName::new(a.schema.as_deref().unwrap_or(&a.service))?;
     let peer_schema = SchemaName::new(a.peer_schema.as_deref().unwrap_or(&a.peer))?;
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(10)
-        .connect(&a.database_url)
-        .await
-        .map_err(|e| {
-            format!(
-                "cannot connect to PostgreSQL at {}: {e}",
-                postbox_relay::Secret::new(a.database_url.clone())
-            )
-        })?;
-    let mut c = pool.acquire().await?;
+    // One server, or a primary and its standbys (a libpq-style host list
+    // with target_session_attrs=read-write): the pool follows the primary.
+    let servers = Arc::new(a.database_url.parse::<postbox::Servers>()?);
+    let pool = servers.pool(sqlx::postgres::PgPoolOptions::new().max_connections(10));
+    let mut c = pool.acquire().await.map_err(|e| {
+        format!(
+            "cannot connect to PostgreSQL at {}: {e}",
+            postbox_relay::Secret::new(a.database_url.clone())
+        )
+    })?;
     postbox::migrate::ensure_migrated(&mut c, &schema).await?;
     drop(c);
 
@@ -182,6 +181,18 @@ pub async fn run(a: Args) -> Result<(), Error> {
     });
 
     let shutdown = CancellationToken::new();
+    let follow = tokio::spawn({
+        let (servers, pool, stop) = (servers.clone(), pool.clone(), shutdown.clone());
+        async move {
+            servers
+                .follow_primary(
+                    &pool,
+                    std::time::Duration::from_millis(500),
+                    stop.cancelled_owned(),
+                )
+                .await
+        }
+    });
     let opts = WorkerOptions {
         connection: RedisConnectionOptions {
             url: a.redis_url.clone(),
@@ -256,6 +267,7 @@ pub async fn run(a: Args) -> Result<(), Error> {
         .await?;
     // A deploy: the job in hand finishes (or, if cut off, is redelivered after its lock expires).
     consumer.await?;
+    follow.await?;
     if let Some(relay) = relay {
         relay.await??;
     }
