@@ -83,6 +83,10 @@ pub async fn watch_drain(w: &World, port: u16, timeout: Duration) -> Result<bool
             .map_or(f64::NAN, |s| s.2)
     };
     let (tenth, half) = (at(0.1), at(0.5));
+    let profile: Vec<String> = [0.1, 0.25, 0.5, 0.75, 0.9, 1.0]
+        .iter()
+        .map(|f| format!("{:.0}% {:.1}", f * 100.0, at(*f)))
+        .collect();
     let peak = samples.iter().map(|s| s.2).fold(0.0, f64::max);
     let gauge_peak = samples.iter().filter_map(|s| s.3).fold(0.0, f64::max);
     let gauge_seen = samples.iter().filter(|s| s.3.is_some()).count();
@@ -91,6 +95,7 @@ pub async fn watch_drain(w: &World, port: u16, timeout: Duration) -> Result<bool
         EVENTS as f64 / drained,
         samples.len()
     );
+    println!("relay RSS (MB) by share drained: {}", profile.join(", "));
     let flat = peak <= tenth + FLAT_MB;
     let gauge_ok = gauge_peak >= EVENTS as f64 * 0.5;
     Ok(unsent == 0 && flat && gauge_ok)

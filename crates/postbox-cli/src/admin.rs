@@ -22,6 +22,7 @@ pub async fn serve(
         .map_err(|e| format!("metrics buckets: {e}"))?
         .install_recorder()
         .map_err(|e| format!("cannot install the metrics recorder: {e}"))?;
+    let upkeep = handle.clone();
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| format!("cannot listen on admin address {addr}: {e}"))?;
@@ -51,8 +52,20 @@ pub async fn serve(
             }),
         );
     Ok(tokio::spawn(async move {
-        let _ = axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown.cancelled_owned())
-            .await;
+        let serve = axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned());
+        // Histogram samples wait in the recorder until a scrape or an upkeep
+        // folds them into buckets: without this, nobody scraping means a
+        // relay whose memory grows with every event.
+        let upkeep = async {
+            let mut every = tokio::time::interval(std::time::Duration::from_secs(5));
+            loop {
+                every.tick().await;
+                upkeep.run_upkeep();
+            }
+        };
+        tokio::select! {
+            _ = serve => {}
+            _ = upkeep => {}
+        }
     }))
 }
