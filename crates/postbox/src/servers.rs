@@ -299,4 +299,62 @@ mod tests {
             .to_string();
         assert!(e.contains("standby") && e.contains("read-write"), "{e}");
     }
+
+    /// The test server's URL with a dead server put in front of it.
+    fn behind_a_dead_server(extra: &str) -> String {
+        let url = postbox_testkit::database_url();
+        let dead = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let (scheme, rest) = url.split_once("://").unwrap();
+        let at = rest.find('@').map_or(0, |i| i + 1);
+        let sep = if rest.contains('?') { '&' } else { '?' };
+        format!(
+            "{scheme}://{}127.0.0.1:{dead},{}{sep}{extra}",
+            &rest[..at],
+            &rest[at..]
+        )
+    }
+
+    #[tokio::test]
+    async fn a_dead_server_is_skipped_and_the_good_one_tried_first_next_time() {
+        let s: Servers = behind_a_dead_server("target_session_attrs=read-write")
+            .parse()
+            .unwrap();
+        let c = s
+            .connect("postbox-test", Duration::from_secs(5))
+            .await
+            .unwrap();
+        drop(c);
+        assert_eq!(s.preferred.load(Relaxed), 1);
+        assert_eq!(s.options().get_port(), s.hosts[1].get_port());
+    }
+
+    #[tokio::test]
+    async fn read_only_servers_are_refused_with_read_write() {
+        // Every session of this URL is read-only: nothing may be chosen.
+        let s: Servers = behind_a_dead_server(
+            "target_session_attrs=read-write&options=-c%20default_transaction_read_only%3Don",
+        )
+        .parse()
+        .unwrap();
+        let e = s
+            .connect("postbox-test", Duration::from_secs(5))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("no PostgreSQL server") && e.contains("is read-only"),
+            "{e}"
+        );
+        // Without read-write the same server is fine.
+        let s: Servers = behind_a_dead_server("options=-c%20default_transaction_read_only%3Don")
+            .parse()
+            .unwrap();
+        s.connect("postbox-test", Duration::from_secs(5))
+            .await
+            .unwrap();
+    }
 }
