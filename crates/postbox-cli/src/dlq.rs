@@ -278,10 +278,12 @@ pub(crate) async fn connect(url: Option<&str>, app: &str) -> Result<PgConnection
     let url = url
         .ok_or("no database: pass --database-url or set POSTBOX_DATABASE_URL (or DATABASE_URL)")?;
     let redacted = postbox_relay::Secret::new(url).redacted();
-    let opts: sqlx::postgres::PgConnectOptions = url
+    // One server or a host list (`…@db1,db2/app?target_session_attrs=read-write`).
+    let servers: postbox::Servers = url
         .parse()
         .map_err(|e| format!("invalid database URL {redacted}: {e}"))?;
-    PgConnection::connect_with(&opts.application_name(app))
+    servers
+        .connect(app, std::time::Duration::from_secs(10))
         .await
         .map_err(|e| {
             format!("cannot connect to PostgreSQL at {redacted}: {e}. Check the URL, that the server runs, and the credentials").into()

@@ -3,7 +3,6 @@
 use crate::CliError;
 use postbox::roles::{self, Kind};
 use postbox::{RoleName, SchemaName};
-use sqlx::Connection;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -34,12 +33,7 @@ pub async fn run(a: Args) -> Result<(), CliError> {
     let url = a
         .database_url
         .ok_or("no database: pass --database-url or set POSTBOX_DATABASE_URL (or DATABASE_URL)")?;
-    let mut conn = sqlx::PgConnection::connect(&url).await.map_err(|e| {
-        format!(
-            "cannot connect to PostgreSQL at {}: {e}",
-            postbox_relay::Secret::new(url.clone())
-        )
-    })?;
+    let mut conn = crate::dlq::connect(Some(&url), "postbox-grant").await?;
     postbox::migrate::ensure_migrated(&mut conn, &schema).await?;
     roles::grant(&mut conn, a.kind, &schema, &role).await?;
     println!(

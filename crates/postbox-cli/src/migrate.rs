@@ -3,7 +3,6 @@
 use crate::CliError;
 use postbox::migrate::{self, WakeUp};
 use postbox::SchemaName;
-use sqlx::Connection;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -51,10 +50,7 @@ pub async fn run(a: Args) -> Result<(), CliError> {
     let url = a
         .database_url
         .ok_or("no database: pass --database-url or set POSTBOX_DATABASE_URL (or DATABASE_URL)")?;
-    let redacted = postbox_relay::Secret::new(url.clone()).redacted();
-    let mut conn = sqlx::PgConnection::connect(&url)
-        .await
-        .map_err(|e| format!("cannot connect to PostgreSQL at {redacted}: {e}"))?;
+    let mut conn = crate::dlq::connect(Some(&url), "postbox-migrate").await?;
     for s in &schemas {
         let r = migrate::run(&mut conn, s, a.notify).await?;
         if r.applied.is_empty() {
