@@ -6,6 +6,7 @@ mod backlog;
 mod history;
 mod infra;
 mod latency;
+mod pg;
 mod proxy;
 mod scenarios;
 mod seed;

@@ -5,7 +5,8 @@
 //! whole history. The seed fixes the sequence of faults and their lengths.
 
 use crate::infra::Proc;
-use crate::scenarios::{load, read_only, terminate, verdict_line};
+use crate::pg::{read_only, terminate};
+use crate::scenarios::{load, verdict_line};
 use crate::world::LOCK_MS;
 use crate::world::{Options, World};
 use postbox_testkit::PgCluster;

@@ -76,13 +76,7 @@ impl PgCluster {
              max_connections = 200\n{conf}",
             c.dir.display()
         );
-        use std::io::Write;
-        let path = c.data().join("postgresql.conf");
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(conf.as_bytes()))
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        c.append_conf(&conf)?;
         c.up().await?;
         Ok(c)
     }
@@ -149,13 +143,7 @@ impl PgCluster {
             c.dir.display(),
             self.port
         );
-        use std::io::Write;
-        let path = c.data().join("postgresql.conf");
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(conf.as_bytes()))
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        c.append_conf(&conf)?;
         let signal = c.data().join("standby.signal");
         std::fs::write(&signal, "").map_err(|e| format!("{}: {e}", signal.display()))?;
         if c.as_postgres {
@@ -190,6 +178,17 @@ impl PgCluster {
     /// The server's log so far (for assertion messages).
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("log")).unwrap_or_default()
+    }
+
+    /// Append to `postgresql.conf` (later lines win).
+    fn append_conf(&self, conf: &str) -> Result<(), String> {
+        use std::io::Write;
+        let path = self.data().join("postgresql.conf");
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(conf.as_bytes()))
+            .map_err(|e| format!("{}: {e}", path.display()))
     }
 
     fn data(&self) -> PathBuf {
