@@ -16,11 +16,15 @@ mod worker;
 
 #[cfg(feature = "sink")]
 pub use config::{BullmqConfig, PayloadPolicy, PublishMode};
-/// The inbox loop this crate's worker wraps, re-exported.
-pub use postbox::{Handler, InboxConsumer, Processed};
+/// The inbox loop this crate's worker wraps, re-exported: a consumer needs no
+/// other postbox crate.
+pub use postbox::{
+    handler_fn, BoxError, CancellationToken, ConsumeError, Handler, Inbox, InboxConsumer, Message,
+    Processed, RetryPolicy,
+};
 #[cfg(feature = "sink")]
 pub use sink::{BullmqSink, JobData};
-pub use worker::{inbox_worker, trace_context};
+pub use worker::{inbox_worker, message, trace_context, worker_options, InboxWorker};
 
 /// Default job-data field carrying the event's trace context (the sink's
 /// `trace_field` setting).
@@ -28,3 +32,5 @@ pub const TRACE_FIELD: &str = "_trace";
 
 /// Re-export of the pinned `bullmq` crate, so users need not pin it twice.
 pub use bullmq;
+/// The BullMQ types a consumer names.
+pub use bullmq::{Job, WorkerOptions};

@@ -1,6 +1,7 @@
 //! Consumers: a `bullmq` Worker whose jobs go through postbox's inbox loop
-//! ([`postbox::InboxConsumer`]): the handler runs inside the inbox transaction, and
-//! the job completes only after that transaction commits.
+//! ([`InboxConsumer`]): the handler runs inside the inbox transaction, and the
+//! job completes only after that transaction commits, or after the message
+//! was kept as a dead letter by the consumer's retry policy.
 //!
 //! A job delivered twice (worker died before completing it, so BullMQ moved it
 //! back from stalled; or the relay republished it) finds its id in the inbox
@@ -8,55 +9,145 @@
 
 use bullmq::worker::CancellationToken as JobToken;
 use bullmq::{Job, Worker, WorkerOptions};
-use postbox::{ConsumeError, Handler, InboxConsumer, Processed};
+use postbox::{ConsumeError, Handler, InboxConsumer, Message, Processed};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 /// The trace context the relay put into the job's data (under the default
-/// [`TRACE_FIELD`](crate::TRACE_FIELD)), for the handler to continue the
-/// producer's trace. `None` for jobs without one (or from other producers).
+/// [`TRACE_FIELD`](crate::TRACE_FIELD)). `None` for jobs without one.
 pub fn trace_context(job: &Job) -> Option<postbox::TraceContext> {
     postbox::TraceContext::from_json(job.data().get(crate::TRACE_FIELD)?)
 }
 
+/// The job as a handler sees it: id = job id (the relay sets it to the
+/// outbox event id), topic = queue, name = job name, payload = the job's data
+/// as JSON without the trace field, whose context becomes the
+/// `traceparent`/`tracestate` headers.
+pub fn message(queue: &str, job: &Job) -> Message {
+    let mut msg = Message::new(job.id(), queue);
+    msg.name = Some(job.name().to_owned());
+    msg.source = format!("bullmq queue {queue} job {}", job.id());
+    let trace = trace_context(job);
+    let data = job.data();
+    // The field is the relay's only when it holds a trace context; a
+    // payload's own `_trace` stays in the payload.
+    msg.payload = match data.as_object() {
+        Some(fields) if trace.is_some() => {
+            let mut fields = fields.clone();
+            fields.remove(crate::TRACE_FIELD);
+            serde_json::to_vec(&fields)
+        }
+        _ => serde_json::to_vec(data),
+    }
+    .unwrap_or_default();
+    if let Some(tc) = trace {
+        msg.headers
+            .push((postbox::trace::TRACEPARENT.into(), tc.traceparent));
+        if let Some(ts) = tc.tracestate {
+            msg.headers.push((postbox::trace::TRACESTATE.into(), ts));
+        }
+    }
+    msg
+}
+
+/// Worker options that reach Redis at `redis_url` (`redis://…` or
+/// `rediss://…`), BullMQ's defaults otherwise.
+pub fn worker_options(redis_url: &str) -> WorkerOptions {
+    let mut opts = WorkerOptions::default();
+    opts.connection.url = redis_url.to_owned();
+    opts
+}
+
+/// A running BullMQ worker on the inbox loop: await [`run`](InboxWorker::run).
+pub struct InboxWorker<H> {
+    worker: Worker,
+    consumer: InboxConsumer,
+    handler: Arc<H>,
+    shutdown: CancellationToken,
+    close_timeout: Duration,
+}
+
 /// Start a BullMQ worker on `queue` whose jobs go through `consumer`'s inbox
-/// before `handler` sees them. The message id is the job id, which the relay
-/// sets to the outbox event id.
+/// before `handler` sees them, as [`message`]s.
 ///
-/// What BullMQ sees: a committed (or duplicate) job completes with
-/// `{"inbox": "processed" | "duplicate"}`; a handler error fails the job
-/// (BullMQ's `attempts` apply); a database outage is retried inside the job.
-/// Once `shutdown` is cancelled, a job still waiting for the database goes back
-/// to the queue unprocessed; then close the worker (`worker.close(ms)`).
-pub async fn inbox_worker<H: Handler<Job>>(
+/// What BullMQ sees: a committed, duplicate or dead-lettered job completes
+/// with `{"inbox": "processed" | "duplicate" | "dead-lettered"}` (a handler
+/// error is retried by the consumer's [`RetryPolicy`](postbox::RetryPolicy)
+/// while the worker holds the job, then the job is kept in the inbox's dead
+/// letters); a database outage is retried inside the job. Once `shutdown` is
+/// cancelled, a job still waiting goes back to the queue unprocessed.
+pub async fn inbox_worker<H: Handler>(
     consumer: InboxConsumer,
     queue: &str,
-    handler: Arc<H>,
+    handler: H,
     opts: WorkerOptions,
     shutdown: CancellationToken,
-) -> Result<Worker, bullmq::Error> {
-    let processor = move |job: Job, _token: JobToken| {
+) -> Result<InboxWorker<H>, bullmq::Error> {
+    let handler = Arc::new(handler);
+    let processor = {
         let (consumer, handler, shutdown) = (consumer.clone(), handler.clone(), shutdown.clone());
-        // Every log line about this job carries its id and trace parent.
-        let span = tracing::info_span!(
-            "job",
-            job_id = job.id(),
-            traceparent = trace_context(&job).map(|t| t.traceparent)
-        );
-        async move {
-            let done = consumer
-                .process(job.id(), &job, &*handler, &shutdown)
-                .instrument(span)
-                .await;
-            match done {
-                Ok(Processed::Fresh) => Ok(serde_json::json!({ "inbox": "processed" })),
-                Ok(Processed::Duplicate) => Ok(serde_json::json!({ "inbox": "duplicate" })),
-                // Back to the wait list, neither failed nor an attempt used.
-                Err(ConsumeError::Cancelled) => Err(bullmq::Error::RateLimited { delay_ms: 0 }),
-                Err(e) => Err(bullmq::Error::ProcessingError(e.to_string())),
+        let queue: Arc<str> = queue.into();
+        move |job: Job, _token: JobToken| {
+            let (consumer, handler, shutdown) =
+                (consumer.clone(), handler.clone(), shutdown.clone());
+            let msg = message(&queue, &job);
+            // Every log line about this job carries its id and trace parent.
+            let span = tracing::info_span!(
+                "job",
+                job_id = job.id(),
+                traceparent = trace_context(&job).map(|t| t.traceparent)
+            );
+            async move {
+                let done = consumer
+                    .process(&msg, &*handler, &shutdown)
+                    .instrument(span)
+                    .await;
+                match done {
+                    Ok(Processed::Fresh) => Ok(serde_json::json!({ "inbox": "processed" })),
+                    Ok(Processed::Duplicate) => Ok(serde_json::json!({ "inbox": "duplicate" })),
+                    Ok(Processed::DeadLettered) => {
+                        Ok(serde_json::json!({ "inbox": "dead-lettered" }))
+                    }
+                    // Back to the wait list, neither failed nor an attempt used.
+                    Err(ConsumeError::Cancelled) => Err(bullmq::Error::RateLimited { delay_ms: 0 }),
+                    Err(e) => Err(bullmq::Error::ProcessingError(e.to_string())),
+                }
             }
         }
     };
-    Worker::with_options(queue, processor, opts).await
+    let worker = Worker::with_options(queue, processor, opts).await?;
+    Ok(InboxWorker {
+        worker,
+        consumer,
+        handler,
+        shutdown,
+        close_timeout: Duration::from_secs(5),
+    })
+}
+
+impl<H: Handler> InboxWorker<H> {
+    /// How long [`run`](InboxWorker::run) lets jobs in hand finish at
+    /// shutdown (default 5 s); a job cut off is redelivered once its lock
+    /// expires, and the inbox skips it if it had committed.
+    pub fn close_timeout(mut self, limit: Duration) -> Self {
+        self.close_timeout = limit;
+        self
+    }
+
+    /// The BullMQ worker.
+    pub fn worker(&self) -> &Worker {
+        &self.worker
+    }
+
+    /// Serve until `shutdown`: jobs (on the worker's own tasks) and the dead
+    /// letters an operator asked to replay; then close the worker.
+    pub async fn run(self) -> Result<(), bullmq::Error> {
+        self.consumer
+            .serve_replays(&*self.handler, &self.shutdown)
+            .await;
+        let ms = u64::try_from(self.close_timeout.as_millis()).unwrap_or(u64::MAX);
+        self.worker.close(ms).await
+    }
 }

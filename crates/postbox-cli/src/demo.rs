@@ -37,26 +37,25 @@ struct Deliveries {
     duplicates: AtomicU64,
 }
 
-#[async_trait::async_trait]
-impl postbox::Handler<postbox_bullmq::bullmq::Job> for Deliveries {
+impl postbox_bullmq::Handler for Deliveries {
     async fn handle(
         &self,
         tx: &mut PgConnection,
-        job: &postbox_bullmq::bullmq::Job,
-    ) -> Result<(), postbox_relay::BoxError> {
-        let d = job.data();
+        msg: &postbox_bullmq::Message,
+    ) -> Result<(), postbox_bullmq::BoxError> {
+        let d: serde_json::Value = msg.json()?;
         sqlx::query(&self.insert)
-            .bind(job.id())
+            .bind(&msg.id)
             .bind(d["key"].as_str())
             .bind(d["seq"].as_i64())
             .execute(tx)
             .await?;
         Ok(())
     }
-    async fn after_commit(&self, _job: &postbox_bullmq::bullmq::Job) {
+    async fn after_commit(&self, _msg: &postbox_bullmq::Message) {
         self.fresh.fetch_add(1, Relaxed);
     }
-    async fn on_duplicate(&self, _job: &postbox_bullmq::bullmq::Job) {
+    async fn on_duplicate(&self, _msg: &postbox_bullmq::Message) {
         self.duplicates.fetch_add(1, Relaxed);
     }
 }
@@ -129,6 +128,7 @@ pub async fn run(a: Args) -> Result<(), CliError> {
             Secret::new(a.services.redis_url.clone())
         )
     })?;
+    let worker_task = tokio::spawn(worker.run());
 
     // Producers: business transactions of up to 10 events; one is rolled back.
     let outbox = Outbox::new(schema.as_str())?;
@@ -274,7 +274,7 @@ pub async fn run(a: Args) -> Result<(), CliError> {
     let s = stats.snapshot();
 
     shutdown.cancel();
-    let _ = worker.close(5_000).await;
+    worker_task.await??;
     relay_task.await??;
     let _ = queue.obliterate(true, 1000).await;
     let mut c = PgConnection::connect(&a.services.database_url).await?;

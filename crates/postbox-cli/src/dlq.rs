@@ -70,13 +70,13 @@ enum Command {
 }
 
 #[derive(clap::Args)]
-struct SchemaArgs {
+pub(crate) struct SchemaArgs {
     /// PostgreSQL URL.
     #[arg(long, env = "POSTBOX_DATABASE_URL", hide_env_values = true)]
     database_url: Option<String>,
     /// Schema whose dead letters to work on.
     #[arg(long)]
-    schema: String,
+    pub(crate) schema: String,
 }
 
 /// Which dead letters; filters combine with AND.
@@ -103,16 +103,16 @@ struct Filter {
 }
 
 #[derive(clap::Args)]
-struct Act {
+pub(crate) struct Act {
     /// Act; without it the command is a dry run that prints what it would do.
     #[arg(long)]
-    yes: bool,
+    pub(crate) yes: bool,
     /// Select every dead letter of the schema (required when no filter is given).
     #[arg(long, conflicts_with_all = ["topic", "key", "older_than", "newer_than", "error", "ids"])]
-    all: bool,
+    pub(crate) all: bool,
 }
 
-fn age(s: &str) -> Result<Duration, String> {
+pub(crate) fn age(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s.trim()).map_err(|_| {
         format!("{s:?} is not a duration: give a number and a unit, e.g. 90s, 10m, 1h, 2d")
     })?;
@@ -201,7 +201,7 @@ struct Purged {
 }
 
 /// How many rows a dry run or a replay/purge report prints.
-const SHOWN: i64 = 100;
+pub(crate) const SHOWN: i64 = 100;
 
 pub async fn run(a: Args) -> Result<(), CliError> {
     match a.command {
@@ -265,7 +265,7 @@ pub async fn run(a: Args) -> Result<(), CliError> {
 
 impl SchemaArgs {
     /// Validate the schema, connect, and check the schema is migrated.
-    async fn open(&self, app: &str) -> Result<(SchemaName, PgConnection), CliError> {
+    pub(crate) async fn open(&self, app: &str) -> Result<(SchemaName, PgConnection), CliError> {
         let schema = SchemaName::new(&self.schema)?;
         let mut conn = connect(self.database_url.as_deref(), app).await?;
         postbox::migrate::ensure_migrated(&mut conn, &schema).await?;
@@ -472,7 +472,7 @@ fn dead_letter_table(rows: &[DeadLetter]) -> String {
     table(&t)
 }
 
-fn cells<const N: usize>(c: [&str; N]) -> Vec<String> {
+pub(crate) fn cells<const N: usize>(c: [&str; N]) -> Vec<String> {
     c.iter().map(|s| s.to_string()).collect()
 }
 

@@ -5,6 +5,7 @@ mod bench;
 mod demo;
 mod dlq;
 mod grant;
+mod inbox_dlq;
 mod migrate;
 mod relay;
 mod services;
@@ -51,6 +52,8 @@ enum Command {
     Grant(grant::Args),
     /// Inspect, replay or purge dead letters (events the relay gave up on).
     Dlq(dlq::Args),
+    /// Inspect, replay or purge consumer dead letters (messages a consumer's handler gave up on).
+    InboxDlq(inbox_dlq::Args),
     /// Pending rows, retries and dead letters per topic, and which relays own which partitions.
     Status(status::Args),
 }
@@ -63,7 +66,11 @@ fn main() -> ExitCode {
     // The demo and bench print their own report; keep library logs to warnings there.
     let quiet = matches!(
         cli.command,
-        Command::Demo(_) | Command::Bench(_) | Command::Dlq(_) | Command::Status(_)
+        Command::Demo(_)
+            | Command::Bench(_)
+            | Command::Dlq(_)
+            | Command::InboxDlq(_)
+            | Command::Status(_)
     );
     init_logs(
         cli.log_format,
@@ -88,6 +95,7 @@ fn main() -> ExitCode {
             Command::Demo(a) => demo::run(a).await,
             Command::Bench(a) => bench::run(a).await,
             Command::Dlq(a) => dlq::run(a).await,
+            Command::InboxDlq(a) => inbox_dlq::run(a).await,
             Command::Grant(a) => grant::run(a).await,
             Command::Status(a) => status::run(a).await,
         }

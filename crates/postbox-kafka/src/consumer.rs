@@ -3,10 +3,10 @@
 //! transaction commits. A crash in between replays the message; the inbox
 //! recognises it and skips the effect.
 
-use crate::HEADER_EVENT_ID;
-use postbox::{BoxError, ConsumeError, Handler, InboxConsumer};
+use crate::{HEADER_EVENT, HEADER_EVENT_ID};
+use postbox::{BoxError, ConsumeError, Handler, InboxConsumer, Message};
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
-use rdkafka::message::{Headers, Message, OwnedMessage};
+use rdkafka::message::{Headers, Message as _, OwnedMessage};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -55,42 +55,76 @@ pub fn consumer_config(brokers: &str, group: &str) -> rdkafka::ClientConfig {
     c
 }
 
+/// The Kafka message as a handler sees it: id = [`message_id`], topic, name
+/// = the `postbox-event` header, key and payload as delivered, every header
+/// whose value is UTF-8 (the relay's are), in order.
+pub fn message(msg: &OwnedMessage) -> Message {
+    let mut m = Message::new(message_id(msg), msg.topic());
+    m.key = msg.key().map(|k| String::from_utf8_lossy(k).into_owned());
+    m.payload = msg.payload().unwrap_or_default().to_vec();
+    if let Some(headers) = msg.headers() {
+        for h in headers.iter() {
+            if let Some(v) = h.value.and_then(|v| std::str::from_utf8(v).ok()) {
+                m.headers.push((h.key.to_owned(), v.to_owned()));
+            }
+        }
+    }
+    m.name = m.header(HEADER_EVENT).map(str::to_owned);
+    m.source = format!("kafka {}/{}@{}", msg.topic(), msg.partition(), msg.offset());
+    m
+}
+
 /// Consume from `kafka` (already subscribed) until `shutdown`, each message
-/// through `inbox` (postbox's inbox loop) before its offset is committed.
+/// through `inbox` (postbox's inbox loop) before its offset is committed, and
+/// run the dead letters an operator asked to replay.
 ///
-/// A handler error rolls back and the same message is retried, with backoff,
-/// before any later message of its partition (Kafka's order is the
-/// partition's); a database outage is retried inside the inbox loop. On
-/// shutdown the message in hand is left uncommitted and is delivered again.
-pub async fn inbox_consumer<H: Handler<OwnedMessage>>(
+/// A handler error rolls back and the same message is retried by the
+/// consumer's [`RetryPolicy`](postbox::RetryPolicy), before any later message
+/// of its partition (Kafka's order is the partition's); after the last
+/// attempt it is kept as a dead letter and the partition moves on. A
+/// database outage is retried inside the inbox loop. On shutdown the message
+/// in hand is left uncommitted and is delivered again.
+pub async fn inbox_consumer<H: Handler>(
     inbox: &InboxConsumer,
     kafka: &StreamConsumer,
     handler: &H,
     shutdown: CancellationToken,
 ) -> Result<(), BoxError> {
+    tokio::select! {
+        done = receive(inbox, kafka, handler, &shutdown) => done,
+        () = inbox.serve_replays(handler, &shutdown) => Ok(()),
+    }
+}
+
+async fn receive<H: Handler>(
+    inbox: &InboxConsumer,
+    kafka: &StreamConsumer,
+    handler: &H,
+    shutdown: &CancellationToken,
+) -> Result<(), BoxError> {
     loop {
-        let msg = tokio::select! {
+        let raw = tokio::select! {
             _ = shutdown.cancelled() => return Ok(()),
             m = kafka.recv() => m?.detach(),
         };
-        let id = message_id(&msg);
+        let msg = message(&raw);
         // Every log line about this message carries its id and trace parent.
         let span = tracing::info_span!(
             "message",
-            message_id = %id,
-            traceparent = trace_context(&msg).map(|t| t.traceparent)
+            message_id = %msg.id,
+            traceparent = msg.trace_context().map(|t| t.traceparent)
         );
         let mut delay = Duration::from_millis(100);
         loop {
             match inbox
-                .process(&id, &msg, handler, &shutdown)
+                .process(&msg, handler, shutdown)
                 .instrument(span.clone())
                 .await
             {
                 Ok(_) => break,
                 Err(ConsumeError::Cancelled) => return Ok(()),
                 Err(e) => {
-                    tracing::warn!(error = %e, topic = msg.topic(), partition = msg.partition(), offset = msg.offset(), "message not processed; retrying it");
+                    tracing::warn!(error = %e, source = %msg.source, "message not processed; retrying it");
                     tokio::select! {
                         _ = shutdown.cancelled() => return Ok(()),
                         _ = tokio::time::sleep(delay) => {}
@@ -102,9 +136,9 @@ pub async fn inbox_consumer<H: Handler<OwnedMessage>>(
         // Only now: the effect is committed, so a replay would be skipped.
         let mut tpl = rdkafka::TopicPartitionList::new();
         tpl.add_partition_offset(
-            msg.topic(),
-            msg.partition(),
-            rdkafka::Offset::Offset(msg.offset() + 1),
+            raw.topic(),
+            raw.partition(),
+            rdkafka::Offset::Offset(raw.offset() + 1),
         )?;
         kafka.commit(&tpl, CommitMode::Sync)?;
     }

@@ -17,9 +17,13 @@ mod topics;
 
 #[cfg(feature = "sink")]
 pub use config::{KafkaConfig, ValueFormat};
-pub use consumer::{consumer_config, inbox_consumer, message_id, trace_context};
-/// The inbox loop this crate's consumer wraps, re-exported.
-pub use postbox::{Handler, InboxConsumer, Processed};
+pub use consumer::{consumer_config, inbox_consumer, message, message_id, trace_context};
+/// The inbox loop this crate's consumer wraps, re-exported: a consumer needs
+/// no other postbox crate.
+pub use postbox::{
+    handler_fn, BoxError, CancellationToken, ConsumeError, Handler, Inbox, InboxConsumer, Message,
+    Processed, RetryPolicy,
+};
 #[cfg(feature = "sink")]
 pub use sink::KafkaSink;
 

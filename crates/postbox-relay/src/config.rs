@@ -153,7 +153,8 @@ pub struct Config {
     #[serde(with = "humantime_serde")]
     #[schemars(with = "crate::HumanDuration")]
     pub inbox_retention: Duration,
-    /// Dead letters older than this are deleted.
+    /// Dead letters older than this are deleted (the relay's and the consumers'; not
+    /// those an operator asked to replay).
     #[serde(with = "humantime_serde")]
     #[schemars(with = "crate::HumanDuration")]
     pub dead_letter_retention: Duration,

@@ -91,6 +91,11 @@ async fn retention(
             &q.dead_letter_retention_delete,
             config.dead_letter_retention,
         ),
+        (
+            "inbox_dead_letter",
+            &q.inbox_dead_letter_retention_delete,
+            config.dead_letter_retention,
+        ),
     ] {
         loop {
             let mut tx = c.begin().await?;

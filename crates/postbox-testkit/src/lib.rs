@@ -83,3 +83,21 @@ pub fn free_port() -> u16 {
         .map(|a| a.port())
         .expect("no free port")
 }
+
+/// A binary of this workspace built beside the running test (the `postbox`
+/// CLI, the examples): `cargo nextest run --workspace` builds them all first.
+pub fn workspace_bin(name: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    // target/<profile>/deps/<test> → target/<profile>/<name>
+    let bin = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("the test runs from target/<profile>/deps")
+        .join(name);
+    assert!(
+        bin.exists(),
+        "{} is not built: run the tests through ./scripts/test.sh (or `cargo build --workspace` first)",
+        bin.display()
+    );
+    bin
+}

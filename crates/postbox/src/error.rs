@@ -17,7 +17,9 @@ pub enum Error {
     #[error("invalid event: {0}")]
     InvalidEvent(String),
     /// The schema has no postbox tables.
-    #[error("schema {schema:?} has no postbox outbox table; run `postbox migrate --schema {schema}` first")]
+    #[error(
+        "schema {schema:?} has no postbox tables; run `postbox migrate --schema {schema}` first"
+    )]
     SchemaNotMigrated {
         /// The schema that was looked up.
         schema: String,
@@ -65,4 +67,20 @@ pub enum Error {
     /// A database error.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
+}
+
+impl Error {
+    /// A query on `schema`'s tables failed: "undefined table" or "undefined
+    /// schema" means the schema was never migrated, which deserves advice
+    /// rather than the server's bare `relation "x.outbox" does not exist`.
+    pub(crate) fn in_schema(e: sqlx::Error, schema: &crate::SchemaName) -> Error {
+        if let sqlx::Error::Database(db) = &e {
+            if matches!(db.code().as_deref(), Some("42P01" | "3F000")) {
+                return Error::SchemaNotMigrated {
+                    schema: schema.as_str().to_owned(),
+                };
+            }
+        }
+        Error::Database(e)
+    }
 }

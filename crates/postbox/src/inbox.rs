@@ -16,7 +16,8 @@ pub enum Receipt {
 /// The inbox of one schema.
 #[derive(Debug, Clone)]
 pub struct Inbox {
-    queries: Arc<Queries>,
+    pub(crate) queries: Arc<Queries>,
+    schema: SchemaName,
 }
 
 impl Inbox {
@@ -25,6 +26,7 @@ impl Inbox {
         let schema = SchemaName::new(schema)?;
         Ok(Inbox {
             queries: Arc::new(Queries::new(&schema)),
+            schema,
         })
     }
 
@@ -42,7 +44,8 @@ impl Inbox {
             .bind(consumer)
             .bind(message_id)
             .execute(conn)
-            .await?;
+            .await
+            .map_err(|e| Error::in_schema(e, &self.schema))?;
         Ok(if done.rows_affected() == 1 {
             Receipt::Fresh
         } else {

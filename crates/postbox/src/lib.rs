@@ -21,6 +21,7 @@ pub mod consume;
 mod error;
 mod ident;
 pub mod inbox;
+mod message;
 pub mod migrate;
 mod outbox;
 pub mod roles;
@@ -31,13 +32,23 @@ pub mod servers;
 pub mod sql;
 pub mod trace;
 
-pub use consume::{BoxError, ConsumeError, Handler, InboxConsumer, Processed};
+pub use consume::{
+    handler_fn, BoxError, ConsumeError, FnHandler, Handler, HandlerFuture, InboxConsumer,
+    Processed, RetryPolicy,
+};
 pub use error::Error;
 pub use ident::{RoleName, SchemaName};
 pub use inbox::{Inbox, Receipt};
+pub use message::Message;
 pub use outbox::{enqueue, enqueue_many, Enqueued, Event, Outbox};
 pub use servers::{Servers, ServersError};
+/// The shutdown token every consumer loop takes.
+pub use tokio_util::sync::CancellationToken;
 pub use trace::TraceContext;
+
+/// The `sqlx` this postbox is built on: name its types (`PgConnection`,
+/// `PgPool`) through here, or depend on the same minor version (0.8).
+pub use sqlx;
 
 /// Schema used by the free functions [`enqueue`], [`enqueue_many`] and
 /// [`inbox::receive`] when the caller does not name one.

@@ -46,6 +46,11 @@ const FILES: &[(i32, &str, &str)] = &[
         "0005_wakeup",
         include_str!("../sql/migrations/0005_wakeup.sql"),
     ),
+    (
+        6,
+        "0006_inbox_dead_letter",
+        include_str!("../sql/migrations/0006_inbox_dead_letter.sql"),
+    ),
 ];
 
 /// The migrations of this build, in order, rendered for `schema`.

@@ -142,7 +142,8 @@ impl Outbox {
             .bind(&event.payload)
             .bind(&event.headers)
             .fetch_one(conn)
-            .await?;
+            .await
+            .map_err(|e| Error::in_schema(e, &self.schema))?;
         Ok(Enqueued { id, event_id })
     }
 
@@ -183,7 +184,8 @@ impl Outbox {
             .bind(payloads)
             .bind(headers)
             .fetch_all(conn)
-            .await?;
+            .await
+            .map_err(|e| Error::in_schema(e, &self.schema))?;
         let mut out: Vec<Enqueued> = rows
             .into_iter()
             .map(|(id, event_id)| Enqueued { id, event_id })

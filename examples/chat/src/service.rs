@@ -433,17 +433,16 @@ async fn send(
 /// Handles the peer's jobs inside the inbox transaction.
 struct Receiver(Arc<Svc>);
 
-#[async_trait::async_trait]
-impl postbox::Handler<postbox_bullmq::bullmq::Job> for Receiver {
+impl postbox_bullmq::Handler for Receiver {
     async fn handle(
         &self,
         tx: &mut PgConnection,
-        job: &Job,
-    ) -> Result<(), postbox_relay::BoxError> {
+        job: &postbox_bullmq::Message,
+    ) -> Result<(), postbox_bullmq::BoxError> {
         let s = &self.0;
         match job.name() {
             model::CREATED => {
-                let m: MessageCreated = serde_json::from_value(job.data().clone())?;
+                let m: MessageCreated = job.json()?;
                 sqlx::query(&s.q_received)
                     .bind(m.id)
                     .bind(m.chat_id)
@@ -470,7 +469,7 @@ impl postbox::Handler<postbox_bullmq::bullmq::Job> for Receiver {
                     .await?;
             }
             model::RECEIVED => {
-                let r: MessageReceived = serde_json::from_value(job.data().clone())?;
+                let r: MessageReceived = job.json()?;
                 sqlx::query(&s.q_delivered)
                     .bind(r.id)
                     .fetch_optional(&mut *tx)
@@ -481,11 +480,11 @@ impl postbox::Handler<postbox_bullmq::bullmq::Job> for Receiver {
         Ok(())
     }
 
-    async fn after_commit(&self, job: &Job) {
+    async fn after_commit(&self, job: &postbox_bullmq::Message) {
         let s = &self.0;
         match job.name() {
             model::CREATED => {
-                if let Ok(m) = serde_json::from_value::<MessageCreated>(job.data().clone()) {
+                if let Ok(m) = job.json::<MessageCreated>() {
                     let msg = s.show_received(m).await;
                     if s.crash_after_inbox.as_deref() == Some(msg.body.as_str()) {
                         // Committed in the inbox, job not completed: BullMQ redelivers it
@@ -496,7 +495,7 @@ impl postbox::Handler<postbox_bullmq::bullmq::Job> for Receiver {
                 }
             }
             model::RECEIVED => {
-                if let Ok(r) = serde_json::from_value::<MessageReceived>(job.data().clone()) {
+                if let Ok(r) = job.json::<MessageReceived>() {
                     let status = serde_json::json!({ "id": r.id, "chat_id": r.chat_id, "state": "delivered" });
                     let _ =
                         s.io.to(format!("chat:{}", r.chat_id))
@@ -508,9 +507,10 @@ impl postbox::Handler<postbox_bullmq::bullmq::Job> for Receiver {
         }
     }
 
-    async fn on_duplicate(&self, job: &Job) {
+    async fn on_duplicate(&self, job: &postbox_bullmq::Message) {
         if job.name() == model::CREATED {
-            let body = job.data()["body"].as_str().unwrap_or_default().to_owned();
+            let data: serde_json::Value = job.json().unwrap_or_default();
+            let body = data["body"].as_str().unwrap_or_default().to_owned();
             self.0
                 .shown(&format!("{body:?} again, already in inbox, skipped"));
         }
@@ -532,20 +532,19 @@ async fn consume(
     let worker = loop {
         let started = match svc.mode {
             Mode::V2 => match Inbox::new(schema.as_str()) {
-                Ok(inbox) => {
-                    inbox_worker(
-                        postbox::InboxConsumer::new(
-                            svc.pool.clone(),
-                            inbox,
-                            &format!("chat-{}", a.service),
-                        ),
-                        &queue,
-                        Arc::new(Receiver(svc.clone())),
-                        opts.clone(),
-                        shutdown.clone(),
-                    )
-                    .await
-                }
+                Ok(inbox) => inbox_worker(
+                    postbox::InboxConsumer::new(
+                        svc.pool.clone(),
+                        inbox,
+                        &format!("chat-{}", a.service),
+                    ),
+                    &queue,
+                    Receiver(svc.clone()),
+                    opts.clone(),
+                    shutdown.clone(),
+                )
+                .await
+                .map(Running::Inbox),
                 Err(e) => Err(postbox_bullmq::bullmq::Error::InvalidConfig(e.to_string())),
             },
             Mode::V1 => {
@@ -564,6 +563,7 @@ async fn consume(
                     opts.clone(),
                 )
                 .await
+                .map(Running::Naive)
             }
         };
         match started {
@@ -578,10 +578,24 @@ async fn consume(
             }
         }
     };
-    shutdown.cancelled().await;
     // A deploy: the job in hand finishes (or, if cut off, is redelivered after its lock expires).
     // Bounded: with Redis down the worker cannot finish anything anyway.
-    let _ = worker.close(3_000).await;
+    let closing = std::time::Duration::from_secs(3);
+    let _ = match worker {
+        Running::Inbox(w) => w.close_timeout(closing).run().await,
+        Running::Naive(w) => {
+            shutdown.cancelled().await;
+            w.close(closing.as_millis() as u64).await
+        }
+    };
+}
+
+/// The consumer of either mode, once started.
+enum Running {
+    /// v2: through the inbox (serves replays of dead letters until shutdown).
+    Inbox(postbox_bullmq::InboxWorker<Receiver>),
+    /// v1: a plain BullMQ worker.
+    Naive(postbox_bullmq::bullmq::Worker),
 }
 
 type Stored = (

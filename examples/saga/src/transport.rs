@@ -5,14 +5,13 @@
 use crate::model::{Broker, Names, OrderEvent, Service};
 use crate::services::Saga;
 use crate::Error;
+use postbox::BoxError;
 use postbox::Inbox;
 use postbox_bullmq::bullmq::options::RedisConnectionOptions;
-use postbox_bullmq::bullmq::{Job, WorkerOptions};
+use postbox_bullmq::bullmq::WorkerOptions;
 use postbox_bullmq::inbox_worker;
 use postbox_kafka::inbox_consumer;
 use postbox_kafka::rdkafka::consumer::{Consumer, StreamConsumer};
-use postbox_kafka::rdkafka::message::{Headers, Message, OwnedMessage};
-use postbox_relay::BoxError;
 use sqlx::PgConnection;
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,47 +53,16 @@ impl Handler {
     }
 }
 
-fn kafka_event(msg: &OwnedMessage) -> String {
-    msg.headers()
-        .and_then(|h| {
-            h.iter()
-                .find(|h| h.key == postbox_kafka::HEADER_EVENT)
-                .and_then(|h| h.value)
-        })
-        .map(|v| String::from_utf8_lossy(v).into_owned())
-        .unwrap_or_default()
-}
-
-fn kafka_payload(msg: &OwnedMessage) -> Result<serde_json::Value, BoxError> {
-    Ok(serde_json::from_slice(msg.payload().unwrap_or(b"null"))?)
-}
-
-#[async_trait::async_trait]
-impl postbox::Handler<postbox_kafka::rdkafka::message::OwnedMessage> for Handler {
-    async fn handle(&self, tx: &mut PgConnection, msg: &OwnedMessage) -> Result<(), BoxError> {
-        self.0
-            .handle(tx, &kafka_event(msg), &kafka_payload(msg)?)
-            .await?;
+/// One handler for both brokers: each wrapper hands over a [`postbox::Message`].
+impl postbox::Handler for Handler {
+    async fn handle(&self, tx: &mut PgConnection, msg: &postbox::Message) -> Result<(), BoxError> {
+        let payload: serde_json::Value = msg.json()?;
+        self.0.handle(tx, msg.name(), &payload).await?;
         Ok(())
     }
 
-    async fn on_duplicate(&self, msg: &OwnedMessage) {
-        let payload = kafka_payload(msg)
-            .ok()
-            .and_then(|v| serde_json::from_value(v).ok());
-        self.duplicate(&kafka_event(msg), payload);
-    }
-}
-
-#[async_trait::async_trait]
-impl postbox::Handler<postbox_bullmq::bullmq::Job> for Handler {
-    async fn handle(&self, tx: &mut PgConnection, job: &Job) -> Result<(), BoxError> {
-        self.0.handle(tx, job.name(), job.data()).await?;
-        Ok(())
-    }
-
-    async fn on_duplicate(&self, job: &Job) {
-        self.duplicate(job.name(), serde_json::from_value(job.data().clone()).ok());
+    async fn on_duplicate(&self, msg: &postbox::Message) {
+        self.duplicate(msg.name(), msg.json().ok());
     }
 }
 
@@ -226,7 +194,6 @@ async fn consume_bullmq(
             return Ok(());
         }
     };
-    shutdown.cancelled().await;
-    let _ = worker.close(3_000).await;
+    let _ = worker.close_timeout(Duration::from_secs(3)).run().await;
     Ok(())
 }

@@ -12,7 +12,6 @@ use postbox_bullmq::bullmq::worker::CancellationToken as JobToken;
 use postbox_bullmq::bullmq::{BulkJob, Job, Queue, Worker};
 use postbox_bullmq::inbox_worker;
 use sqlx::postgres::PgPoolOptions;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
@@ -72,19 +71,21 @@ async fn measure(
     warm(&pool, concurrency).await?;
     let opts = ctx.worker_options(concurrency);
     let started = Instant::now();
-    let worker: Worker = if with_inbox {
+    // The inbox worker keeps its BullMQ worker inside; either way one is closed below.
+    let (inbox_w, plain_w) = if with_inbox {
         let inbox = Inbox::new(schema.as_str())?;
-        inbox_worker(
+        let w = inbox_worker(
             postbox::InboxConsumer::new(pool.clone(), inbox, "bench"),
             &queue,
-            Arc::new(InboxOnly(|_: &Job| {})),
+            InboxOnly(|_: &postbox::Message| {}),
             opts,
             tokio_util::sync::CancellationToken::new(),
         )
-        .await?
+        .await?;
+        (Some(w), None)
     } else {
         let noop = |_job: Job, _token: JobToken| async { Ok(serde_json::Value::Null) };
-        Worker::with_options(&queue, noop, opts).await?
+        (None, Some(Worker::with_options(&queue, noop, opts).await?))
     };
     // Completed jobs as BullMQ counts them: the same finish line for both workers.
     let limit = Duration::from_secs(60) + Duration::from_millis(20 * p.jobs as u64);
@@ -103,7 +104,11 @@ async fn measure(
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let rate = p.jobs as f64 / started.elapsed().as_secs_f64();
-    worker.close(100).await?;
+    match (&inbox_w, &plain_w) {
+        (Some(w), _) => w.worker().close(100).await?,
+        (_, Some(w)) => w.close(100).await?,
+        _ => {}
+    }
     pool.close().await;
     ctx.obliterate(&queue).await?;
     ctx.drop_schema(&schema).await?;

@@ -12,7 +12,6 @@ use super::{relay_ready, warm, Ctx, InboxOnly};
 use crate::CliError;
 use postbox::migrate::WakeUp;
 use postbox::{Event, Inbox, Outbox};
-use postbox_bullmq::bullmq::Job;
 use postbox_bullmq::{inbox_worker, BullmqConfig, BullmqSink};
 use postbox_relay::{Relay, Secret};
 use sqlx::postgres::PgPoolOptions;
@@ -147,9 +146,13 @@ struct Timeline {
 
 impl Timeline {
     /// The consumer's inbox transaction for this job has just committed.
-    fn record(&self, job: &Job) {
+    fn record(&self, msg: &postbox::Message) {
         let now = Instant::now();
-        let seq = job.data()["seq"].as_u64().unwrap_or(u64::MAX) as usize;
+        let seq = msg
+            .json::<serde_json::Value>()
+            .ok()
+            .and_then(|d| d["seq"].as_u64())
+            .unwrap_or(u64::MAX) as usize;
         if let Some(slot) = self.done.lock().unwrap().get_mut(seq) {
             *slot = Some(now);
             self.received.fetch_add(1, Relaxed);
@@ -181,7 +184,7 @@ async fn measure(ctx: &Ctx, v: Variant, rate: u64, what: &str) -> Result<Measure
     let worker = inbox_worker(
         postbox::InboxConsumer::new(consumers.clone(), Inbox::new(schema.as_str())?, "bench"),
         &queue,
-        Arc::new(InboxOnly(move |job: &Job| tl.record(job))),
+        InboxOnly(move |msg: &postbox::Message| tl.record(msg)),
         ctx.worker_options(CONSUMER_CONCURRENCY),
         tokio_util::sync::CancellationToken::new(),
     )
@@ -264,7 +267,7 @@ async fn measure(ctx: &Ctx, v: Variant, rate: u64, what: &str) -> Result<Measure
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 
-    worker.close(100).await?;
+    worker.worker().close(100).await?;
     shutdown.cancel();
     if let Some(task) = relay {
         task.await??;

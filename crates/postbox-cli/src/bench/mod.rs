@@ -18,7 +18,7 @@ use crate::CliError;
 use postbox::migrate::WakeUp;
 use postbox::SchemaName;
 use postbox_bullmq::bullmq::options::RedisConnectionOptions;
-use postbox_bullmq::bullmq::{Job, Queue, QueueOptions, WorkerOptions};
+use postbox_bullmq::bullmq::{Queue, QueueOptions, WorkerOptions};
 use postbox_relay::{BoxError, Config, Destination, OutboxEvent, Outcome, Secret, SinkError};
 use sqlx::PgPool;
 use std::path::PathBuf;
@@ -439,13 +439,16 @@ impl Destination for NullSink {
 /// latency benchmark records the instant of the inbox commit there).
 pub(crate) struct InboxOnly<F>(pub F);
 
-#[async_trait::async_trait]
-impl<F: Fn(&Job) + Send + Sync + 'static> postbox::Handler<Job> for InboxOnly<F> {
-    async fn handle(&self, _: &mut sqlx::PgConnection, _: &Job) -> Result<(), BoxError> {
+impl<F: Fn(&postbox::Message) + Send + Sync + 'static> postbox::Handler for InboxOnly<F> {
+    async fn handle(
+        &self,
+        _: &mut sqlx::PgConnection,
+        _: &postbox::Message,
+    ) -> Result<(), BoxError> {
         Ok(())
     }
-    async fn after_commit(&self, job: &Job) {
-        (self.0)(job)
+    async fn after_commit(&self, msg: &postbox::Message) {
+        (self.0)(msg)
     }
 }
 

@@ -92,7 +92,7 @@ fn unreachable_database_and_unknown_schema_exit_non_zero() {
     );
     assert!(!ok);
     assert!(
-        out.contains("no postbox outbox table") && out.contains("postbox migrate"),
+        out.contains("has no postbox tables") && out.contains("postbox migrate"),
         "{out}"
     );
 

@@ -4,7 +4,7 @@ use crate::support::*;
 use serde_json::Value;
 
 /// Run `postbox <args>`: (success, stdout, stderr).
-pub async fn cli(args: &[&str]) -> (bool, String, String) {
+pub(crate) async fn cli(args: &[&str]) -> (bool, String, String) {
     let out = tokio::process::Command::new(BIN)
         .args(args)
         .env_remove("DATABASE_URL")

@@ -58,17 +58,16 @@ struct Effects {
     duplicates: std::sync::atomic::AtomicUsize,
 }
 
-#[async_trait::async_trait]
-impl postbox::Handler<postbox_bullmq::bullmq::Job> for Effects {
+impl postbox_bullmq::Handler for Effects {
     async fn handle(
         &self,
         tx: &mut sqlx::PgConnection,
-        job: &postbox_bullmq::bullmq::Job,
-    ) -> Result<(), postbox_relay::BoxError> {
-        sqlx::query(&self.insert).bind(job.id()).execute(tx).await?;
+        job: &postbox_bullmq::Message,
+    ) -> Result<(), postbox_bullmq::BoxError> {
+        sqlx::query(&self.insert).bind(&job.id).execute(tx).await?;
         Ok(())
     }
-    async fn on_duplicate(&self, _job: &postbox_bullmq::bullmq::Job) {
+    async fn on_duplicate(&self, _job: &postbox_bullmq::Message) {
         self.duplicates
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
@@ -164,16 +163,19 @@ async fn inbox_worker_runs_the_effect_once_per_event() {
         3,
         "effect ran once per event"
     );
-    worker.close(5000).await.unwrap();
+    worker.worker().close(5000).await.unwrap();
     drop(relay);
     ctx.cleanup().await;
 }
 
 struct NoEffect;
 
-#[async_trait::async_trait]
-impl postbox::Handler<()> for NoEffect {
-    async fn handle(&self, _: &mut sqlx::PgConnection, _: &()) -> Result<(), postbox::BoxError> {
+impl postbox::Handler for NoEffect {
+    async fn handle(
+        &self,
+        _: &mut sqlx::PgConnection,
+        _: &postbox::Message,
+    ) -> Result<(), postbox::BoxError> {
         Ok(())
     }
 }
@@ -193,7 +195,8 @@ async fn a_read_only_database_is_retried_not_blamed_on_the_message() {
     let consumer = postbox::InboxConsumer::new(read_only, Inbox::new(&ctx.schema).unwrap(), "c")
         .patience(std::time::Duration::from_millis(300));
     let shutdown = tokio_util::sync::CancellationToken::new();
-    match consumer.process("m1", &(), &NoEffect, &shutdown).await {
+    let m1 = postbox::Message::new("m1", "t");
+    match consumer.process(&m1, &NoEffect, &shutdown).await {
         Err(e @ postbox::ConsumeError::Database { .. }) => {
             assert!(e.is_transient());
             assert!(e.to_string().contains("read-only"), "{e}");
@@ -204,10 +207,7 @@ async fn a_read_only_database_is_retried_not_blamed_on_the_message() {
     let consumer =
         postbox::InboxConsumer::new(ctx.pool.clone(), Inbox::new(&ctx.schema).unwrap(), "c");
     assert_eq!(
-        consumer
-            .process("m1", &(), &NoEffect, &shutdown)
-            .await
-            .unwrap(),
+        consumer.process(&m1, &NoEffect, &shutdown).await.unwrap(),
         postbox::Processed::Fresh
     );
     ctx.cleanup().await;

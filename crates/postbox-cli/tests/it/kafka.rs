@@ -4,7 +4,6 @@
 
 use crate::support::*;
 use postbox_kafka::rdkafka::consumer::{Consumer, StreamConsumer};
-use postbox_kafka::rdkafka::message::OwnedMessage;
 use postbox_testkit::{kafka_consume_independent, KafkaBroker};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
@@ -23,7 +22,12 @@ fn kafka_args(b: &KafkaBroker) -> Vec<String> {
     ]
 }
 
-fn relay(ctx: &Ctx, b: &KafkaBroker, extra: &[&str], env: &[(&str, &str)]) -> RelayProcess {
+pub(crate) fn relay(
+    ctx: &Ctx,
+    b: &KafkaBroker,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> RelayProcess {
     let mut args = kafka_args(b);
     args.extend(extra.iter().map(|s| s.to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -197,32 +201,31 @@ struct Effects {
     hung: tokio::sync::Notify,
 }
 
-#[async_trait::async_trait]
-impl postbox_kafka::Handler<OwnedMessage> for Effects {
+impl postbox_kafka::Handler for Effects {
     async fn handle(
         &self,
         tx: &mut sqlx::PgConnection,
-        msg: &OwnedMessage,
-    ) -> Result<(), postbox_relay::BoxError> {
+        msg: &postbox_kafka::Message,
+    ) -> Result<(), postbox_kafka::BoxError> {
         sqlx::query(&self.insert)
-            .bind(postbox_kafka::message_id(msg))
-            .bind(postbox_kafka::trace_context(msg).map(|t| t.traceparent))
+            .bind(&msg.id)
+            .bind(msg.trace_context().map(|t| t.traceparent))
             .execute(tx)
             .await?;
         Ok(())
     }
-    async fn after_commit(&self, msg: &OwnedMessage) {
-        if self.hang_on.as_deref() == Some(postbox_kafka::message_id(msg).as_str()) {
+    async fn after_commit(&self, msg: &postbox_kafka::Message) {
+        if self.hang_on.as_deref() == Some(msg.id.as_str()) {
             self.hung.notify_one();
             std::future::pending::<()>().await;
         }
     }
-    async fn on_duplicate(&self, _msg: &OwnedMessage) {
+    async fn on_duplicate(&self, _msg: &postbox_kafka::Message) {
         self.duplicates.fetch_add(1, SeqCst);
     }
 }
 
-fn stream_consumer(broker: &KafkaBroker, group: &str, topic: &str) -> StreamConsumer {
+pub(crate) fn stream_consumer(broker: &KafkaBroker, group: &str, topic: &str) -> StreamConsumer {
     let c: StreamConsumer = postbox_kafka::consumer_config(&broker.bootstrap(), group)
         .create()
         .unwrap();
@@ -449,15 +452,14 @@ struct HeldEffects {
     release: tokio::sync::Notify,
 }
 
-#[async_trait::async_trait]
-impl postbox_kafka::Handler<OwnedMessage> for HeldEffects {
+impl postbox_kafka::Handler for HeldEffects {
     async fn handle(
         &self,
         tx: &mut sqlx::PgConnection,
-        msg: &OwnedMessage,
-    ) -> Result<(), postbox_relay::BoxError> {
+        msg: &postbox_kafka::Message,
+    ) -> Result<(), postbox_kafka::BoxError> {
         sqlx::query(&self.insert)
-            .bind(postbox_kafka::message_id(msg))
+            .bind(&msg.id)
             .execute(&mut *tx)
             .await?;
         if self.handled.fetch_add(1, SeqCst) + 1 == self.hold_at {

@@ -6,6 +6,7 @@ mod support;
 mod bad_input;
 mod bench;
 mod commit_order;
+mod consumer_failures;
 mod dlq;
 mod failpoint;
 mod fuzz_seeds;

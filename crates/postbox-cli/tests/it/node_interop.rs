@@ -8,7 +8,7 @@
 use crate::support::*;
 use postbox::Event;
 use postbox_bullmq::bullmq::options::RedisConnectionOptions;
-use postbox_bullmq::bullmq::{Job, WorkerOptions};
+use postbox_bullmq::bullmq::WorkerOptions;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -266,20 +266,19 @@ struct Recorder {
     table: String,
 }
 
-#[async_trait::async_trait]
-impl postbox::Handler<postbox_bullmq::bullmq::Job> for Recorder {
+impl postbox_bullmq::Handler for Recorder {
     async fn handle(
         &self,
         tx: &mut sqlx::PgConnection,
-        job: &Job,
-    ) -> Result<(), postbox_relay::BoxError> {
+        job: &postbox_bullmq::Message,
+    ) -> Result<(), postbox_bullmq::BoxError> {
         sqlx::query(&format!(
             "INSERT INTO {} (job_id, name, data) VALUES ($1, $2, $3)",
             self.table
         ))
-        .bind(job.id())
+        .bind(&job.id)
         .bind(job.name())
-        .bind(sqlx::types::Json(job.data()))
+        .bind(sqlx::types::Json(job.json::<Value>()?))
         .execute(&mut *tx)
         .await?;
         Ok(())
@@ -351,7 +350,7 @@ async fn rust_inbox_worker_processes_node_jobs() {
         },
     )
     .await;
-    worker.close(5000).await.unwrap();
+    worker.worker().close(5000).await.unwrap();
 
     // Exactly once each, name and data as Node added them (the first add wins).
     let rows: Vec<(String, String, Value, i64)> = sqlx::query_as(&format!(
@@ -496,20 +495,19 @@ async fn duplicate_job_id_exists_once() {
 
 /// Captures what the handler sees of each job's trace context.
 struct TraceRecorder {
-    seen: std::sync::Mutex<Vec<(String, Option<postbox::TraceContext>)>>,
+    seen: std::sync::Mutex<Vec<(String, Option<postbox::TraceContext>, Value)>>,
 }
 
-#[async_trait::async_trait]
-impl postbox::Handler<postbox_bullmq::bullmq::Job> for TraceRecorder {
+impl postbox_bullmq::Handler for TraceRecorder {
     async fn handle(
         &self,
         _tx: &mut sqlx::PgConnection,
-        job: &Job,
-    ) -> Result<(), postbox_relay::BoxError> {
+        job: &postbox_bullmq::Message,
+    ) -> Result<(), postbox_bullmq::BoxError> {
         self.seen
             .lock()
             .unwrap()
-            .push((job.id().to_owned(), postbox_bullmq::trace_context(job)));
+            .push((job.id.clone(), job.trace_context(), job.json::<Value>()?));
         Ok(())
     }
 }
@@ -589,7 +587,7 @@ async fn trace_context_reaches_node_and_rust_consumers() {
         h.seen.lock().unwrap().len() >= 4
     })
     .await;
-    worker.close(5000).await.unwrap();
+    worker.worker().close(5000).await.unwrap();
     let mut seen = handler.seen.lock().unwrap().clone();
     seen.sort_by(|a, b| a.0.cmp(&b.0));
     let tc0 = seen[0].1.clone().expect("j0 has a trace context");
@@ -601,5 +599,17 @@ async fn trace_context_reaches_node_and_rust_consumers() {
     );
     assert_eq!(seen[2].1, None);
     assert_eq!(seen[3].1, None);
+    // The payload the handler reads: the relay's trace field taken out, a
+    // payload's own `_trace` left in.
+    let payloads: Vec<Value> = seen.iter().map(|s| s.2.clone()).collect();
+    assert_eq!(
+        payloads,
+        vec![
+            json!({"n": 0}),
+            json!({"n": 1}),
+            json!({"n": 2}),
+            json!({"n": 3, "_trace": "mine"})
+        ]
+    );
     ctx.cleanup().await;
 }

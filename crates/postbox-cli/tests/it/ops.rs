@@ -292,6 +292,49 @@ async fn relay_producer_and_consumer_run_with_least_privilege() {
         inbox.receive(&mut c, "c", "m1").await.unwrap(),
         postbox::Receipt::Duplicate
     );
+    // ... keeps a message its handler failed on as a dead letter, and takes
+    // it back when an operator asks for a replay.
+    let consumer_pool = sqlx::PgPool::connect(&url_as(&consumer)).await.unwrap();
+    let looped = postbox::InboxConsumer::new(consumer_pool, inbox.clone(), "c")
+        .retry(postbox::RetryPolicy::none())
+        .replay_poll(std::time::Duration::from_millis(50));
+    let failing = postbox::handler_fn(|_, _| Box::pin(async { Err("always".into()) }));
+    let stop = tokio_util::sync::CancellationToken::new();
+    assert_eq!(
+        looped
+            .process(&postbox::Message::new("m2", "t"), &failing, &stop)
+            .await
+            .unwrap(),
+        postbox::Processed::DeadLettered
+    );
+    sqlx::query(&format!(
+        "UPDATE {}.inbox_dead_letter SET replay_at = now()",
+        ctx.schema
+    ))
+    .execute(&ctx.pool)
+    .await
+    .unwrap();
+    let fixed = postbox::handler_fn(|_, _| Box::pin(async { Ok(()) }));
+    let taken = async {
+        wait_until(LONG, "the replay taken by the consumer role", || async {
+            sqlx::query_scalar::<_, i64>(&format!(
+                "SELECT count(*) FROM {}.inbox_dead_letter",
+                ctx.schema
+            ))
+            .fetch_one(&ctx.pool)
+            .await
+            .unwrap()
+                == 0
+        })
+        .await;
+        stop.cancel();
+    };
+    tokio::join!(looped.serve_replays(&fixed, &stop), taken);
+    assert_eq!(
+        inbox.receive(&mut c, "c", "m2").await.unwrap(),
+        postbox::Receipt::Duplicate,
+        "the replay recorded m2 in the inbox"
+    );
 
     drop(relay);
     drop((p, r, c));

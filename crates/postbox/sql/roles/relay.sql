@@ -4,6 +4,7 @@ GRANT USAGE ON SCHEMA {schema} TO {role};
 GRANT SELECT, UPDATE, DELETE ON {schema}.outbox TO {role};
 GRANT SELECT, INSERT, DELETE ON {schema}.outbox_dead_letter TO {role};
 GRANT SELECT, DELETE ON {schema}.inbox TO {role};
+GRANT SELECT, DELETE ON {schema}.inbox_dead_letter TO {role};
 GRANT SELECT ON {schema}.postbox_migrations TO {role};
 GRANT SELECT, UPDATE ON {schema}.outbox_wakeup TO {role};
 -- With `postbox migrate --notify logical` the relay also opens one replication

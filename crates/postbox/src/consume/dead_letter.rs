@@ -1,0 +1,116 @@
+//! The consumer side's dead letters: keeping a message its handler gave up
+//! on, and running the ones an operator asked to replay.
+
+use super::classify::AttemptError;
+use super::{report, Handler, InboxConsumer};
+use crate::{Message, Receipt};
+use sqlx::types::Json;
+
+/// A dead letter as a consumer takes it back for a replay.
+#[derive(sqlx::FromRow)]
+struct Claimed {
+    id: i64,
+    message_id: String,
+    topic: String,
+    name: Option<String>,
+    key: Option<String>,
+    payload: Vec<u8>,
+    headers: Json<Vec<(String, String)>>,
+    source: String,
+}
+
+impl Claimed {
+    fn into_message(self) -> (i64, Message) {
+        let msg = Message {
+            id: self.message_id,
+            topic: self.topic,
+            name: self.name,
+            key: self.key,
+            payload: self.payload,
+            headers: self.headers.0,
+            source: self.source,
+        };
+        (self.id, msg)
+    }
+}
+
+impl InboxConsumer {
+    /// Keep `msg` as a dead letter after `attempts` failed runs.
+    pub(super) async fn record_dead_letter(
+        &self,
+        msg: &Message,
+        attempts: u32,
+        error: &str,
+    ) -> Result<(), sqlx::Error> {
+        sqlx::query(&self.inbox.queries.inbox_dead_letter_record)
+            .bind(&*self.name)
+            .bind(&msg.id)
+            .bind(&msg.topic)
+            .bind(&msg.name)
+            .bind(&msg.key)
+            .bind(&msg.payload)
+            .bind(Json(&msg.headers))
+            .bind(&msg.source)
+            .bind(i32::try_from(attempts).unwrap_or(i32::MAX))
+            .bind(error)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Run the oldest dead letter waiting for a replay, if any: its effect,
+    /// inbox record and removal commit together. `Ok(false)`: none waits.
+    pub(super) async fn replay_one<H: Handler>(&self, handler: &H) -> Result<bool, sqlx::Error> {
+        let q = &self.inbox.queries;
+        let mut tx = self.pool.begin().await?;
+        let claimed: Option<Claimed> = sqlx::query_as(&q.inbox_dead_letter_claim)
+            .bind(&*self.name)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some((id, msg)) = claimed.map(Claimed::into_message) else {
+            return Ok(false);
+        };
+        let receipt = match self.inbox.receive(&mut tx, &self.name, &msg.id).await {
+            Ok(r) => r,
+            Err(crate::Error::Database(e)) => return Err(e),
+            Err(e) => return Err(sqlx::Error::Protocol(e.to_string())),
+        };
+        let outcome = match receipt {
+            Receipt::Duplicate => "already in the inbox; removed",
+            Receipt::Fresh => match handler.handle(&mut tx, &msg).await {
+                Ok(()) => "applied",
+                Err(e) => {
+                    let e = match AttemptError::from_handler(e) {
+                        AttemptError::Database(db) => return Err(db),
+                        AttemptError::Handler(h) => report::chain(&*h),
+                    };
+                    let _ = tx.rollback().await;
+                    sqlx::query(&q.inbox_dead_letter_failed_again)
+                        .bind(id)
+                        .bind(&e)
+                        .execute(&self.pool)
+                        .await?;
+                    metrics::counter!("postbox_inbox_replays_total", "consumer" => self.name.to_string(), "outcome" => "failed").increment(1);
+                    report::replay_failed(&self.name, &msg, &e);
+                    return Ok(true);
+                }
+            },
+        };
+        sqlx::query(&q.inbox_dead_letter_delete)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        if receipt == Receipt::Fresh {
+            handler.after_commit(&msg).await;
+        }
+        let label = if receipt == Receipt::Fresh {
+            "applied"
+        } else {
+            "duplicate"
+        };
+        metrics::counter!("postbox_inbox_replays_total", "consumer" => self.name.to_string(), "outcome" => label).increment(1);
+        report::replayed(&self.name, &msg, outcome);
+        Ok(true)
+    }
+}

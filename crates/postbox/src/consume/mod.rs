@@ -1,0 +1,409 @@
+//! The one inbox loop every consumer wraps (BullMQ worker, Kafka consumer,
+//! and each later broker): run a message's effect in the transaction that
+//! records it in the inbox, retry what the database may heal, settle a COMMIT
+//! whose outcome was lost, retry a failing handler by the consumer's
+//! [`RetryPolicy`] and then keep the message as a dead letter, run the dead
+//! letters an operator asked to replay, and say when the broker may be
+//! acknowledged.
+//!
+//! A wrapper maps only its broker's side: turning a delivery into a
+//! [`Message`], and the acknowledgement, which it sends only after
+//! [`InboxConsumer::process`] returned `Ok`.
+
+mod classify;
+mod dead_letter;
+mod report;
+mod retry;
+
+use crate::{inbox::Inbox, Message, Receipt};
+use classify::AttemptError;
+use sqlx::{PgConnection, PgPool};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+pub use retry::RetryPolicy;
+
+/// A boxed error source, as handlers return them.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// The effect of a message, run in the inbox transaction. Implement it with
+/// plain `async fn`s (no macro needed), or wrap a closure with [`handler_fn`].
+///
+/// ```
+/// use postbox::{BoxError, Handler, Message};
+/// use postbox::sqlx::PgConnection;
+///
+/// struct Orders;
+///
+/// impl Handler for Orders {
+///     async fn handle(&self, tx: &mut PgConnection, msg: &Message) -> Result<(), BoxError> {
+///         let order: serde_json::Value = msg.json()?;
+///         postbox::sqlx::query("INSERT INTO shipments (order_id) VALUES ($1)")
+///             .bind(order["id"].as_i64())
+///             .execute(tx)
+///             .await?;
+///         Ok(())
+///     }
+/// }
+/// ```
+pub trait Handler: Send + Sync + 'static {
+    /// Perform the message's effect on `tx` (the inbox transaction). An error
+    /// rolls everything back. A database error the server may heal
+    /// (connection lost, serialization failure) is retried at once; any other
+    /// counts against the consumer's [`RetryPolicy`].
+    fn handle(
+        &self,
+        tx: &mut PgConnection,
+        msg: &Message,
+    ) -> impl Future<Output = Result<(), BoxError>> + Send;
+
+    /// After the transaction committed, before the broker is acknowledged: the
+    /// place for side effects outside the database (push to a socket).
+    fn after_commit(&self, _msg: &Message) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+
+    /// The message was already in the inbox; its effect was skipped.
+    fn on_duplicate(&self, _msg: &Message) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+}
+
+/// A shared handler (the caller keeps a clone to read its state).
+impl<T: Handler> Handler for Arc<T> {
+    fn handle(
+        &self,
+        tx: &mut PgConnection,
+        msg: &Message,
+    ) -> impl Future<Output = Result<(), BoxError>> + Send {
+        (**self).handle(tx, msg)
+    }
+    fn after_commit(&self, msg: &Message) -> impl Future<Output = ()> + Send {
+        (**self).after_commit(msg)
+    }
+    fn on_duplicate(&self, msg: &Message) -> impl Future<Output = ()> + Send {
+        (**self).on_duplicate(msg)
+    }
+}
+
+/// What a closure given to [`handler_fn`] returns.
+pub type HandlerFuture<'a> = Pin<Box<dyn Future<Output = Result<(), BoxError>> + Send + 'a>>;
+
+/// A [`Handler`] made of a closure.
+///
+/// ```
+/// let seen = postbox::handler_fn(|tx, msg| {
+///     Box::pin(async move {
+///         postbox::sqlx::query("INSERT INTO seen (id) VALUES ($1)")
+///             .bind(&msg.id)
+///             .execute(tx)
+///             .await?;
+///         Ok(())
+///     })
+/// });
+/// # fn takes(_: impl postbox::Handler) {}
+/// # takes(seen);
+/// ```
+pub fn handler_fn<F>(f: F) -> FnHandler<F>
+where
+    F: for<'a> Fn(&'a mut PgConnection, &'a Message) -> HandlerFuture<'a> + Send + Sync + 'static,
+{
+    FnHandler(f)
+}
+
+/// See [`handler_fn`].
+pub struct FnHandler<F>(F);
+
+impl<F> Handler for FnHandler<F>
+where
+    F: for<'a> Fn(&'a mut PgConnection, &'a Message) -> HandlerFuture<'a> + Send + Sync + 'static,
+{
+    async fn handle(&self, tx: &mut PgConnection, msg: &Message) -> Result<(), BoxError> {
+        (self.0)(tx, msg).await
+    }
+}
+
+/// What [`InboxConsumer::process`] did with a message. In every case the
+/// broker may now be acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Processed {
+    /// First delivery: the effect is committed.
+    Fresh,
+    /// Already recorded by a committed transaction: the effect was skipped.
+    Duplicate,
+    /// The handler failed on every attempt of the retry policy: the message
+    /// is kept in the inbox's dead letters, for an operator to replay.
+    DeadLettered,
+}
+
+/// Why a message is neither committed nor kept as a dead letter. Do not
+/// acknowledge it: a later delivery will try again.
+#[derive(Debug, thiserror::Error)]
+pub enum ConsumeError {
+    /// The database stayed unreachable longer than the consumer's patience.
+    #[error("database unavailable for {waited:?}: {source}")]
+    Database {
+        /// How long it was retried.
+        waited: Duration,
+        /// The last error.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// Shutdown began before the message's effect was committed.
+    #[error("shutting down before the message's effect was committed")]
+    Cancelled,
+    /// The message failed and could not be kept as a dead letter, for a
+    /// reason the database will not heal by itself.
+    #[error("message {message_id} failed and cannot be kept as a dead letter: {source}. Run `postbox migrate` on the inbox's schema (and `postbox grant --kind consumer` for a consumer role)")]
+    DeadLetter {
+        /// The message.
+        message_id: String,
+        /// The database's refusal.
+        #[source]
+        source: sqlx::Error,
+    },
+}
+
+impl ConsumeError {
+    /// Whether a later delivery of the same message may succeed without
+    /// anyone changing anything.
+    pub fn is_transient(&self) -> bool {
+        !matches!(self, ConsumeError::DeadLetter { .. })
+    }
+}
+
+/// The inbox loop of one consumer name on one schema's inbox.
+#[derive(Debug, Clone)]
+pub struct InboxConsumer {
+    pool: PgPool,
+    inbox: Inbox,
+    name: Arc<str>,
+    patience: Option<Duration>,
+    retry: RetryPolicy,
+    replay_poll: Duration,
+}
+
+impl InboxConsumer {
+    /// `name` records its messages in `inbox` through `pool`, with the default
+    /// [`RetryPolicy`]. The database is retried for as long as it takes (see
+    /// [`patience`](InboxConsumer::patience)).
+    pub fn new(pool: PgPool, inbox: Inbox, name: &str) -> Self {
+        InboxConsumer {
+            pool,
+            inbox,
+            name: name.into(),
+            patience: None,
+            retry: RetryPolicy::default(),
+            replay_poll: Duration::from_secs(2),
+        }
+    }
+
+    /// Give up on a database outage after `limit` with
+    /// [`ConsumeError::Database`] (for brokers that redeliver an
+    /// unacknowledged message on their own).
+    pub fn patience(mut self, limit: Duration) -> Self {
+        self.patience = Some(limit);
+        self
+    }
+
+    /// How often a failing handler runs, and the waits in between, before the
+    /// message becomes a dead letter.
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
+    /// How often [`serve_replays`](InboxConsumer::serve_replays) looks for
+    /// dead letters an operator asked to replay (default 2 s).
+    pub fn replay_poll(mut self, every: Duration) -> Self {
+        self.replay_poll = every;
+        self
+    }
+
+    /// The consumer name messages are recorded under.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Run `msg`'s effect exactly once. `Ok` means committed, already done, or
+    /// kept as a dead letter after the retry policy: acknowledge the broker
+    /// now. Database failures that may heal are retried with backoff until
+    /// the patience runs out or `shutdown` is cancelled.
+    pub async fn process<H: Handler>(
+        &self,
+        msg: &Message,
+        handler: &H,
+        shutdown: &CancellationToken,
+    ) -> Result<Processed, ConsumeError> {
+        let attempts = self.retry.attempts.max(1);
+        let mut failures = 0;
+        loop {
+            let error = match self.transaction(msg, handler, shutdown).await? {
+                Ok(done) => return Ok(done),
+                Err(e) => report::chain(&*e),
+            };
+            failures += 1;
+            metrics::counter!("postbox_inbox_handler_failures_total", "consumer" => self.name.to_string()).increment(1);
+            if failures >= attempts {
+                self.keep_dead_letter(msg, failures, &error, shutdown)
+                    .await?;
+                metrics::counter!("postbox_inbox_dead_letters_total", "consumer" => self.name.to_string()).increment(1);
+                report::dead_lettered(&self.name, msg, failures, &error);
+                return Ok(Processed::DeadLettered);
+            }
+            let wait = self.retry.delay(failures);
+            report::handler_failed(&self.name, msg, failures, attempts, &error, wait);
+            tokio::select! {
+                _ = shutdown.cancelled() => return Err(ConsumeError::Cancelled),
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+
+    /// Run the dead letters an operator asked to replay (`postbox inbox-dlq
+    /// replay`) through `handler`, one transaction each, until `shutdown`.
+    /// Every consumer wrapper runs this beside its receive loop; instances of
+    /// one consumer name share the work.
+    pub async fn serve_replays<H: Handler>(&self, handler: &H, shutdown: &CancellationToken) {
+        loop {
+            match self.replay_one(handler).await {
+                Ok(true) if !shutdown.is_cancelled() => continue,
+                Ok(_) => {}
+                Err(e) => report::database_unavailable(
+                    &self.name,
+                    "replaying dead letters",
+                    &e.to_string(),
+                    self.replay_poll,
+                ),
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(self.replay_poll) => {}
+            }
+        }
+    }
+
+    /// One run of the handler in the inbox transaction, the database retried
+    /// while it may heal. The inner `Err` is the handler's failure.
+    async fn transaction<H: Handler>(
+        &self,
+        msg: &Message,
+        handler: &H,
+        shutdown: &CancellationToken,
+    ) -> Result<Result<Processed, BoxError>, ConsumeError> {
+        let mut outage = Outage::default();
+        // Set when a COMMIT failed without an answer: it may have gone through.
+        let mut commit_in_doubt = false;
+        loop {
+            match self.attempt(msg, handler, &mut commit_in_doubt).await {
+                Ok(done) => return Ok(Ok(done)),
+                Err(AttemptError::Handler(e)) => return Ok(Err(e)),
+                Err(AttemptError::Database(e)) => {
+                    self.wait_out(&mut outage, e, "the message's transaction", shutdown)
+                        .await?
+                }
+            }
+        }
+    }
+
+    async fn keep_dead_letter(
+        &self,
+        msg: &Message,
+        attempts: u32,
+        error: &str,
+        shutdown: &CancellationToken,
+    ) -> Result<(), ConsumeError> {
+        let mut outage = Outage::default();
+        loop {
+            match self.record_dead_letter(msg, attempts, error).await {
+                Ok(()) => return Ok(()),
+                Err(e) if classify::is_transient(&e) => {
+                    self.wait_out(&mut outage, e, "keeping a dead letter", shutdown)
+                        .await?
+                }
+                Err(source) => {
+                    return Err(ConsumeError::DeadLetter {
+                        message_id: msg.id.clone(),
+                        source,
+                    })
+                }
+            }
+        }
+    }
+
+    /// Wait before retrying the database, unless the patience ran out or
+    /// shutdown began.
+    async fn wait_out(
+        &self,
+        outage: &mut Outage,
+        e: sqlx::Error,
+        what: &str,
+        shutdown: &CancellationToken,
+    ) -> Result<(), ConsumeError> {
+        let started = *outage.started.get_or_insert_with(Instant::now);
+        let waited = started.elapsed();
+        if self.patience.is_some_and(|p| waited >= p) {
+            return Err(ConsumeError::Database { waited, source: e });
+        }
+        let delay = outage.delay;
+        report::database_unavailable(&self.name, what, &e.to_string(), delay);
+        tokio::select! {
+            _ = shutdown.cancelled() => return Err(ConsumeError::Cancelled),
+            _ = tokio::time::sleep(delay) => {}
+        }
+        outage.delay = (delay * 2).min(Duration::from_secs(5));
+        Ok(())
+    }
+
+    async fn attempt<H: Handler>(
+        &self,
+        msg: &Message,
+        handler: &H,
+        commit_in_doubt: &mut bool,
+    ) -> Result<Processed, AttemptError> {
+        let mut tx = self.pool.begin().await.map_err(AttemptError::classify)?;
+        match self.inbox.receive(&mut tx, &self.name, &msg.id).await? {
+            Receipt::Fresh => {
+                handler
+                    .handle(&mut tx, msg)
+                    .await
+                    .map_err(AttemptError::from_handler)?;
+                if let Err(e) = tx.commit().await {
+                    *commit_in_doubt = true;
+                    return Err(AttemptError::classify(e));
+                }
+                handler.after_commit(msg).await;
+                Ok(Processed::Fresh)
+            }
+            Receipt::Duplicate => {
+                let _ = tx.rollback().await;
+                if *commit_in_doubt {
+                    // Our own earlier COMMIT went through after all: finish its work.
+                    handler.after_commit(msg).await;
+                    return Ok(Processed::Fresh);
+                }
+                tracing::info!(message_id = %msg.id, consumer = %self.name, "duplicate delivery skipped by the inbox");
+                handler.on_duplicate(msg).await;
+                Ok(Processed::Duplicate)
+            }
+        }
+    }
+}
+
+/// A database outage being waited out: since when, and the next wait.
+struct Outage {
+    started: Option<Instant>,
+    delay: Duration,
+}
+
+impl Default for Outage {
+    fn default() -> Self {
+        Outage {
+            started: None,
+            delay: Duration::from_millis(100),
+        }
+    }
+}
