@@ -109,6 +109,30 @@ ensure_redis() {
   export REDIS_URL="redis://127.0.0.1:6379"
 }
 
+# RabbitMQ for the RabbitMQ sink and consumer tests: RABBITMQ_URL, else a
+# local server on 127.0.0.1:5672 (guest/guest), installed and started from
+# Debian's package when missing.
+ensure_rabbitmq() {
+  if [ -n "${RABBITMQ_URL:-}" ]; then
+    export RABBITMQ_URL
+    return
+  fi
+  if ! (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; then
+    need_cmd rabbitmq-server rabbitmq-server
+    say "starting RabbitMQ on 127.0.0.1:5672"
+    rabbitmq-server -detached >/dev/null 2>&1 || service rabbitmq-server start >/dev/null 2>&1 || true
+    for _ in $(seq 1 240); do
+      (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null && break
+      sleep 0.5
+    done
+    if ! (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; then
+      echo "RabbitMQ did not start on 127.0.0.1:5672; see /var/log/rabbitmq/ (or set RABBITMQ_URL)" >&2
+      exit 1
+    fi
+  fi
+  export RABBITMQ_URL="amqp://guest:guest@127.0.0.1:5672/%2f"
+}
+
 # Node and the pinned npm packages the interop tests run against.
 ensure_node_peers() {
   need_cmd node nodejs

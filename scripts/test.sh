@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# The whole test suite, against real PostgreSQL, Redis and Node `bullmq`.
+# The whole test suite, against real PostgreSQL, Redis, RabbitMQ, a Kafka-protocol broker,
+# and Node/Python peers.
 source "$(dirname "$0")/lib.sh"
 ensure_rust
 ensure_postgres postbox_test
 ensure_initdb
 ensure_redis
+ensure_rabbitmq
 ensure_node_peers
 ensure_chromium
 ensure_kafka_peers
 cd "$ROOT"
 # A service that only consumes builds the broker crates without their sink
 # (and so without the relay engine): keep that compiling.
-cargo check -q -p postbox-bullmq -p postbox-kafka --no-default-features
+cargo check -q -p postbox-bullmq -p postbox-kafka -p postbox-rabbitmq --no-default-features
 if cargo nextest --version >/dev/null 2>&1; then
   exec cargo nextest run --workspace --no-fail-fast "$@"
 else

@@ -31,6 +31,12 @@ pub fn redis_url() -> String {
     std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
 }
 
+/// RabbitMQ URL for tests that do not stop the broker: `RABBITMQ_URL`, else
+/// the local server with the default guest account.
+pub fn rabbitmq_url() -> String {
+    std::env::var("RABBITMQ_URL").unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
+}
+
 /// A short random lower-case suffix.
 pub fn suffix() -> String {
     uuid::Uuid::new_v4().simple().to_string()[..10].to_owned()

@@ -60,6 +60,7 @@ fn effective<C: SinkConfig>(table: toml::Value) -> Result<toml::Value, crate::Cl
 pub const SINKS: &[SinkKind] = &[
     kind::<postbox_bullmq::BullmqConfig>("BullMQ"),
     kind::<postbox_kafka::KafkaConfig>("Kafka"),
+    kind::<postbox_rabbitmq::RabbitmqConfig>("RabbitMQ"),
 ];
 
 /// The sink kind called `name`, or an error listing the known ones.

@@ -18,6 +18,7 @@ mod node_interop;
 mod ops;
 mod producer;
 mod publish_modes;
+mod rabbitmq;
 mod redis_outage;
 mod relay_order;
 mod settings;

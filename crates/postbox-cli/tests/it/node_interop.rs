@@ -34,7 +34,7 @@ fn require_node_modules() {
 }
 
 /// Run `node tests/node/<script> <args>`, expect exit 0, return its stdout lines.
-async fn node(script: &str, args: &[&str]) -> Vec<String> {
+pub(crate) async fn node(script: &str, args: &[&str]) -> Vec<String> {
     require_node_modules();
     let dir = node_dir();
     let mut cmd = tokio::process::Command::new("node");

@@ -71,10 +71,10 @@ fn unknown_sinks_and_tables_are_named_with_the_known_ones() {
 
     let path =
         std::env::temp_dir().join(format!("postbox-tables-{}.toml", postbox_testkit::suffix()));
-    std::fs::write(&path, "[rabbitmq]\nurl = \"amqp://x\"\n").unwrap();
+    std::fs::write(&path, "[smtp]\nurl = \"smtp://x\"\n").unwrap();
     let (ok, out) = relay_output(&["--config", path.to_str().unwrap(), "--print-config"], &[]);
     assert!(
-        !ok && out.contains("unknown setting `rabbitmq`") && out.contains("[kafka]"),
+        !ok && out.contains("unknown setting `smtp`") && out.contains("[kafka]"),
         "{out}"
     );
     let _ = std::fs::remove_file(path);

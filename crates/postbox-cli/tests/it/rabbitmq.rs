@@ -1,0 +1,356 @@
+//! RabbitMQ: the relay's sink (publisher confirms, mandatory, persistent)
+//! against the real server, read back by an independent client (Node
+//! `amqplib`), and the inbox consumer.
+
+use crate::node_interop::node;
+use crate::support::*;
+use postbox_rabbitmq::lapin::options::{
+    ExchangeDeclareOptions, ExchangeDeleteOptions, QueueDeclareOptions, QueueDeleteOptions,
+};
+use postbox_rabbitmq::lapin::types::FieldTable;
+use postbox_rabbitmq::lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
+
+fn relay(ctx: &Ctx, extra: &[&str]) -> RelayProcess {
+    let url = postbox_testkit::rabbitmq_url();
+    let mut args = vec!["--sink", "rabbitmq", "--rabbitmq-url", &url];
+    args.extend_from_slice(extra);
+    ctx.relay("redis://127.0.0.1:1", &args, &[])
+}
+
+async fn channel() -> (Connection, Channel) {
+    let conn = Connection::connect(
+        &postbox_testkit::rabbitmq_url(),
+        ConnectionProperties::default(),
+    )
+    .await
+    .expect("RabbitMQ runs (./scripts/test.sh starts it)");
+    let ch = conn.create_channel().await.unwrap();
+    (conn, ch)
+}
+
+/// Remove what a test declared (exchanges and queues named after its queue).
+async fn tidy(ch: &Channel, names: &[String]) {
+    for n in names {
+        let _ = ch
+            .queue_delete(n.as_str().into(), QueueDeleteOptions::default())
+            .await;
+        let _ = ch
+            .exchange_delete(n.as_str().into(), ExchangeDeleteOptions::default())
+            .await;
+    }
+}
+
+/// Messages read by amqplib: (key, seq, message id), in queue order.
+async fn amqplib_read(queue: &str, at_least: usize) -> Vec<Value> {
+    let url = postbox_testkit::rabbitmq_url();
+    let n = at_least.to_string();
+    let lines = node("amqp_consume.mjs", &[&url, queue, &n, "15"]).await;
+    serde_json::from_str(lines.last().expect("one JSON line")).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rabbitmq_events_arrive_intact_and_in_key_order_through_relay_kills() {
+    let ctx = Ctx::new("rabbit").await;
+    let (_conn, ch) = channel().await;
+    let tp = |i: usize| format!("00-4bf92f3577b34da6a3ce929d0e{i:06x}-00f067aa0ba902b7-01");
+    const N: usize = 1000;
+    let mut seq: HashMap<String, usize> = HashMap::new();
+    let mut events = Vec::new();
+    for i in 0..N {
+        let key = format!("k{}", i % 16);
+        let s = seq.entry(key.clone()).or_default();
+        *s += 1;
+        events.push(ctx.event(&key, *s).traceparent(tp(i)));
+    }
+    let mut outbox = ctx.pool.begin().await.unwrap();
+    ctx.outbox.enqueue_many(&mut outbox, events).await.unwrap();
+    outbox.commit().await.unwrap();
+
+    // Declared for a quick start: exchange and queue named after the topic.
+    let declare = ["--rabbitmq-declare", "true", "--batch-size", "50"];
+    let mut doomed = relay(&ctx, &declare);
+    let r2 = relay(&ctx, &declare);
+    wait_until(LONG, "some events relayed", || async {
+        ctx.unsent().await < (N as i64) * 3 / 4
+    })
+    .await;
+    doomed.signal("KILL");
+    doomed.wait(LONG).await;
+    let r3 = relay(&ctx, &declare);
+    wait_until(LONG, "every event relayed", || async {
+        ctx.unsent().await == 0
+    })
+    .await;
+
+    let seen = amqplib_read(&ctx.queue, N).await;
+    let rows: HashMap<String, (String, i64)> =
+        sqlx::query_as::<_, (String, String, i64)>(&format!(
+            "SELECT event_id::text, key, (payload->>'seq')::bigint FROM {}.outbox",
+            ctx.schema
+        ))
+        .fetch_all(&ctx.pool)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(id, k, s)| (id, (k, s)))
+        .collect();
+    let mut first = HashSet::new();
+    let mut last_seq: HashMap<String, i64> = HashMap::new();
+    for m in &seen {
+        let id = m["messageId"].as_str().unwrap();
+        let (key, s) = rows.get(id).expect("message id = an outbox event id");
+        assert_eq!(m["type"], "test.event");
+        assert_eq!(m["contentType"], "application/json");
+        assert_eq!(m["deliveryMode"], 2, "persistent");
+        assert_eq!(m["exchange"], ctx.queue.as_str());
+        assert_eq!(m["routingKey"], key.as_str(), "routing key = the event key");
+        assert_eq!(m["headers"]["postbox-key"], key.as_str());
+        assert!(m["headers"]["traceparent"]
+            .as_str()
+            .unwrap()
+            .starts_with("00-"));
+        assert_eq!(m["body"]["seq"], *s, "payload intact");
+        assert!(m["timestamp"].as_u64().unwrap() > 1_700_000_000);
+        if first.insert(id.to_owned()) {
+            let prev = last_seq.insert(key.clone(), *s).unwrap_or(0);
+            assert_eq!(*s, prev + 1, "key {key}: first occurrences in outbox order");
+        }
+    }
+    assert_eq!(first.len(), N, "every event at least once");
+    println!(
+        "rabbitmq order/kill: {N} events, {} messages read, {} duplicates (RabbitMQ does not de-duplicate; the inbox does)",
+        seen.len(),
+        seen.len() - N
+    );
+    drop((r2, r3));
+    tidy(&ch, std::slice::from_ref(&ctx.queue)).await;
+    ctx.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rabbitmq_refusals_are_dead_lettered_while_other_keys_flow() {
+    let ctx = Ctx::new("rabbitbad").await;
+    let (_conn, ch) = channel().await;
+    let good = ctx.queue.clone();
+    let unbound = format!("{}-unbound", ctx.queue);
+    let absent = format!("{}-absent", ctx.queue);
+    // The good topic: an exchange with a queue bound to every key. The
+    // unbound one: an exchange nobody bound a queue to.
+    let durable = ExchangeDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    for x in [&good, &unbound] {
+        ch.exchange_declare(
+            x.as_str().into(),
+            ExchangeKind::Topic,
+            durable,
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    }
+    ch.queue_declare(
+        good.as_str().into(),
+        QueueDeclareOptions::default(),
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+    ch.queue_bind(
+        good.as_str().into(),
+        good.as_str().into(),
+        "#".into(),
+        Default::default(),
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+
+    let mut events = Vec::new();
+    for i in 1..=5 {
+        for k in ["a", "b", "c"] {
+            events.push(ctx.event(k, i));
+        }
+    }
+    events.push(event(&unbound, "u", 1));
+    events.push(event(&absent, "x", 1));
+    events.push(
+        postbox::Event::new(
+            &good,
+            "test.event",
+            serde_json::json!({"key": "big", "seq": 1, "pad": "x".repeat(2000)}),
+        )
+        .key("big"),
+    );
+    ctx.produce(events).await;
+    let mut args: Vec<&str> = FAST_DEAD_LETTER.to_vec();
+    args.extend(["--rabbitmq-max-message-bytes", "1000"]);
+    let _relay = relay(&ctx, &args);
+    wait_until(LONG, "three dead letters", || async {
+        ctx.dead_letters().await.len() == 3
+    })
+    .await;
+    let errors: Vec<String> = ctx.dead_letters().await.into_iter().map(|d| d.1).collect();
+    assert!(
+        errors.iter().any(|e| e.contains("unroutable")
+            && e.contains(&format!("exchange {unbound:?}"))
+            && e.contains("routing key \"u\"")),
+        "{errors:?}"
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains(&format!("exchange {absent:?} does not exist"))),
+        "{errors:?}"
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("rabbitmq.max_message_bytes")),
+        "{errors:?}"
+    );
+    wait_until(LONG, "the good events sent", || async {
+        ctx.unsent().await == 0
+    })
+    .await;
+    let seen = amqplib_read(&good, 15).await;
+    assert_eq!(seen.len(), 15, "every good event once, none of the refused");
+    tidy(&ch, &[good, unbound]).await;
+    ctx.cleanup().await;
+}
+
+/// Counts effects; hangs after the commit of one message (a consumer dying
+/// between its inbox commit and its ack).
+struct Effects {
+    insert: String,
+    duplicates: AtomicUsize,
+    hang_on: Option<String>,
+    hung: tokio::sync::Notify,
+}
+
+impl postbox_rabbitmq::Handler for Effects {
+    async fn handle(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        msg: &postbox_rabbitmq::Message,
+    ) -> Result<(), postbox_rabbitmq::BoxError> {
+        sqlx::query(&self.insert)
+            .bind(&msg.id)
+            .bind(msg.key.as_deref())
+            .execute(tx)
+            .await?;
+        Ok(())
+    }
+    async fn after_commit(&self, msg: &postbox_rabbitmq::Message) {
+        if self.hang_on.as_deref() == Some(msg.id.as_str()) {
+            self.hung.notify_one();
+            std::future::pending::<()>().await;
+        }
+    }
+    async fn on_duplicate(&self, _msg: &postbox_rabbitmq::Message) {
+        self.duplicates.fetch_add(1, SeqCst);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rabbitmq_inbox_consumer_applies_each_message_once_across_a_crash() {
+    let ctx = Ctx::new("rabbitin").await;
+    sqlx::raw_sql(&format!(
+        "CREATE TABLE {}.effects (message_id text NOT NULL, key text)",
+        ctx.schema
+    ))
+    .execute(&ctx.pool)
+    .await
+    .unwrap();
+    ctx.produce((1..=20).map(|i| ctx.event("k", i)).collect())
+        .await;
+    let relay = relay(&ctx, &["--rabbitmq-declare", "true"]);
+    wait_until(LONG, "rows sent", || async { ctx.unsent().await == 0 }).await;
+    let fifth: String = sqlx::query_scalar(&format!(
+        "SELECT event_id::text FROM {}.outbox ORDER BY id OFFSET 4 LIMIT 1",
+        ctx.schema
+    ))
+    .fetch_one(&ctx.pool)
+    .await
+    .unwrap();
+    let inbox = postbox::InboxConsumer::new(
+        ctx.pool.clone(),
+        postbox::Inbox::new(&ctx.schema).unwrap(),
+        "effects",
+    );
+    let effects = |hang_on| {
+        Arc::new(Effects {
+            insert: format!("INSERT INTO {}.effects VALUES ($1, $2)", ctx.schema),
+            duplicates: AtomicUsize::new(0),
+            hang_on,
+            hung: tokio::sync::Notify::new(),
+        })
+    };
+    // Consumer 1 dies after the inbox commit of the 5th message, before its ack.
+    let first = effects(Some(fifth));
+    {
+        let (conn, ch) = channel().await;
+        let (inbox, e, q) = (inbox.clone(), first.clone(), ctx.queue.clone());
+        let task = tokio::spawn(async move {
+            postbox_rabbitmq::inbox_consumer(
+                &inbox,
+                &ch,
+                &q,
+                &*e,
+                Default::default(),
+                Default::default(),
+            )
+            .await
+        });
+        tokio::time::timeout(LONG, first.hung.notified())
+            .await
+            .expect("consumer reached the 5th message");
+        task.abort();
+        let _ = task.await;
+        drop(conn); // the unacknowledged deliveries go back to the queue
+    }
+    let second = effects(None);
+    let stop = postbox_rabbitmq::CancellationToken::new();
+    let (_conn, ch) = channel().await;
+    let consume = postbox_rabbitmq::inbox_consumer(
+        &inbox,
+        &ch,
+        &ctx.queue,
+        &*second,
+        postbox_rabbitmq::ConsumerOptions {
+            prefetch: 4,
+            ..Default::default()
+        },
+        stop.clone(),
+    );
+    let judge = async {
+        wait_until(LONG, "20 effects and the redelivery skipped", || async {
+            let n: i64 =
+                sqlx::query_scalar(&format!("SELECT count(*) FROM {}.effects", ctx.schema))
+                    .fetch_one(&ctx.pool)
+                    .await
+                    .unwrap();
+            n == 20 && second.duplicates.load(SeqCst) >= 1
+        })
+        .await;
+        stop.cancel();
+    };
+    let (consumed, ()) = tokio::join!(consume, judge);
+    consumed.unwrap();
+    let distinct: i64 = sqlx::query_scalar(&format!(
+        "SELECT count(DISTINCT message_id) FROM {}.effects WHERE key = 'k'",
+        ctx.schema
+    ))
+    .fetch_one(&ctx.pool)
+    .await
+    .unwrap();
+    assert_eq!(distinct, 20, "each effect once, the key carried");
+    drop(relay);
+    tidy(&ch, std::slice::from_ref(&ctx.queue)).await;
+    ctx.cleanup().await;
+}

@@ -1,0 +1,28 @@
+//! RabbitMQ for postbox: the relay's sink ([`RabbitmqSink`]: publisher
+//! confirms, `mandatory`, persistent messages; a row is marked sent only after
+//! the broker confirmed it and routed it to a queue) and the consumer side
+//! ([`inbox_consumer`]: manual acks sent only after the inbox transaction).
+//!
+//! The sink needs the `sink` feature (on by default); a service that only
+//! consumes turns default features off and does not compile the relay.
+
+#[cfg(feature = "sink")]
+mod config;
+mod consumer;
+#[cfg(feature = "sink")]
+mod sink;
+
+#[cfg(feature = "sink")]
+pub use config::{RabbitmqConfig, RoutingKey, TopicRoute};
+pub use consumer::{inbox_consumer, message, ConsumerOptions};
+/// The inbox loop this crate's consumer wraps, re-exported: a consumer needs
+/// no other postbox crate.
+pub use postbox::{
+    handler_fn, BoxError, CancellationToken, ConsumeError, Handler, Inbox, InboxConsumer, Message,
+    Processed, RetryPolicy,
+};
+#[cfg(feature = "sink")]
+pub use sink::RabbitmqSink;
+
+/// Re-export of the `lapin` crate the sink and consumer run on.
+pub use lapin;

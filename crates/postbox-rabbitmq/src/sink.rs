@@ -1,0 +1,347 @@
+//! The relay's RabbitMQ sink: publisher confirms on, `mandatory` set,
+//! persistent messages. A row is marked sent only after the broker confirmed
+//! its message *and* routed it to at least one queue; an unroutable message
+//! comes back (`basic.return`) and is a rejection naming the exchange and
+//! routing key, never a silent drop.
+//!
+//! Order: the delivery layer sends at most one event per key per wave and
+//! awaits the wave's confirms before the next, so a key's events reach their
+//! queue in outbox order. This file maps events to AMQP messages and broker
+//! answers to delivered, transient or rejected.
+
+use crate::config::RabbitmqConfig;
+use lapin::options::{
+    BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions,
+    QueueDeclareOptions,
+};
+use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+use lapin::{
+    BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, ExchangeKind,
+};
+use postbox_relay::{Encoded, OutboxEvent, Sink, SinkError};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Header carrying the event's ordering key (the routing key may be the topic).
+pub const HEADER_KEY: &str = "postbox-key";
+
+/// How long a missing exchange is remembered before it is looked up again.
+const MISSING_FOR: Duration = Duration::from_secs(5);
+
+/// One event as an AMQP message.
+#[derive(Debug)]
+pub struct Outgoing {
+    body: Vec<u8>,
+    properties: BasicProperties,
+}
+
+/// Publishes outbox events to RabbitMQ exchanges.
+pub struct RabbitmqSink {
+    config: RabbitmqConfig,
+    session: tokio::sync::Mutex<Option<Session>>,
+    /// Exchanges seen to exist (or declared), and missing ones with when.
+    exchanges: std::sync::Mutex<HashMap<String, Option<Instant>>>,
+}
+
+struct Session {
+    connection: Arc<Connection>,
+    channel: Channel,
+}
+
+impl RabbitmqSink {
+    /// The sink; it connects on first use, so the relay starts while
+    /// RabbitMQ is down.
+    pub fn new(config: RabbitmqConfig) -> Result<Self, postbox_relay::ConfigError> {
+        config.validate()?;
+        Ok(RabbitmqSink {
+            config,
+            session: tokio::sync::Mutex::new(None),
+            exchanges: Default::default(),
+        })
+    }
+
+    /// The publishing channel (confirms on), connecting afresh if needed.
+    async fn channel(&self) -> Result<(Arc<Connection>, Channel), SinkError> {
+        let mut session = self.session.lock().await;
+        if let Some(s) = session.as_ref() {
+            if s.channel.status().connected() && s.connection.status().connected() {
+                return Ok((s.connection.clone(), s.channel.clone()));
+            }
+        }
+        *session = None;
+        let connection =
+            Connection::connect(self.config.url.expose(), ConnectionProperties::default())
+                .await
+                .map_err(|e| {
+                    classify(&e, &format!("connecting to {}", self.config.redacted_url()))
+                })?;
+        let connection = Arc::new(connection);
+        let channel = connection
+            .create_channel()
+            .await
+            .map_err(|e| classify(&e, "opening a channel"))?;
+        channel
+            .confirm_select(ConfirmSelectOptions::default())
+            .await
+            .map_err(|e| classify(&e, "enabling publisher confirms"))?;
+        *session = Some(Session {
+            connection: connection.clone(),
+            channel: channel.clone(),
+        });
+        Ok((connection, channel))
+    }
+
+    /// Why events for `exchange` must be refused, if they must: it does not
+    /// exist (looked up with a passive declare on a channel of its own, since
+    /// a 404 closes the channel it happens on), or declares it when asked to.
+    async fn exchange_refusal(
+        &self,
+        connection: &Connection,
+        exchange: &str,
+        topic: &str,
+    ) -> Result<(), SinkError> {
+        match self.exchanges.lock().expect("exchanges").get(exchange) {
+            Some(None) => return Ok(()),
+            Some(Some(since)) if since.elapsed() < MISSING_FOR => {
+                return Err(missing_exchange(exchange))
+            }
+            _ => {}
+        }
+        let probe = connection
+            .create_channel()
+            .await
+            .map_err(|e| classify(&e, "opening a channel"))?;
+        let durable = ExchangeDeclareOptions {
+            passive: !self.config.declare,
+            durable: true,
+            ..Default::default()
+        };
+        let looked_up = probe
+            .exchange_declare(
+                exchange.into(),
+                ExchangeKind::Topic,
+                durable,
+                FieldTable::default(),
+            )
+            .await;
+        let found = match looked_up {
+            Ok(()) => {
+                if self.config.declare {
+                    declare_queue(&probe, exchange, topic).await?;
+                }
+                let _ = probe.close(200, "done".into()).await;
+                true
+            }
+            Err(e) if reply_code(&e) == Some(404) => false,
+            Err(e) => return Err(classify(&e, &format!("looking up exchange {exchange:?}"))),
+        };
+        self.exchanges
+            .lock()
+            .expect("exchanges")
+            .insert(exchange.to_owned(), (!found).then(Instant::now));
+        if found {
+            Ok(())
+        } else {
+            Err(missing_exchange(exchange))
+        }
+    }
+}
+
+/// `declare = true`: a durable queue named after the topic, one consumer at
+/// a time (so per-key order holds with several consumer instances), bound to
+/// everything the exchange routes.
+async fn declare_queue(channel: &Channel, exchange: &str, queue: &str) -> Result<(), SinkError> {
+    let mut args = FieldTable::default();
+    args.insert("x-single-active-consumer".into(), AMQPValue::Boolean(true));
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    channel
+        .queue_declare(queue.into(), durable, args)
+        .await
+        .map_err(|e| classify(&e, &format!("declaring queue {queue:?}")))?;
+    channel
+        .queue_bind(
+            queue.into(),
+            exchange.into(),
+            "#".into(),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .map_err(|e| classify(&e, &format!("binding queue {queue:?} to {exchange:?}")))
+}
+
+fn missing_exchange(exchange: &str) -> SinkError {
+    SinkError::rejected(format!(
+        "exchange {exchange:?} does not exist: declare it (or set rabbitmq.declare = true for a quick start), or route the topic elsewhere with rabbitmq.exchange / [rabbitmq.topics]"
+    ))
+}
+
+/// The broker's reply code, when it closed the channel or connection.
+fn reply_code(e: &lapin::Error) -> Option<u16> {
+    match e.kind() {
+        lapin::ErrorKind::ProtocolError(amqp) => Some(amqp.get_id()),
+        _ => None,
+    }
+}
+
+/// Refusals of the message itself (404 not found, 403 access refused, 406
+/// precondition failed: too large, bad header) are rejections; the rest is
+/// the broker or the network.
+fn classify(e: &lapin::Error, context: &str) -> SinkError {
+    let message = format!("{context}: {e}");
+    match reply_code(e) {
+        Some(403 | 404 | 406) => SinkError::rejected(message),
+        _ => SinkError::transient(message),
+    }
+}
+
+fn short(s: &str, what: &str) -> Result<ShortString, SinkError> {
+    if s.len() > 255 {
+        return Err(SinkError::rejected(format!(
+            "{what} is {} bytes; AMQP allows 255",
+            s.len()
+        )));
+    }
+    Ok(s.into())
+}
+
+#[async_trait::async_trait]
+impl Sink for RabbitmqSink {
+    type Message = Outgoing;
+
+    fn name(&self) -> &'static str {
+        "rabbitmq"
+    }
+
+    fn encode(&self, e: &OutboxEvent) -> Result<Outgoing, SinkError> {
+        let body = serde_json::to_vec(&e.payload)
+            .map_err(|err| SinkError::rejected(format!("payload is not serialisable: {err}")))?;
+        if body.len() > self.config.max_message_bytes {
+            return Err(SinkError::rejected(format!(
+                "payload is {} bytes, more than rabbitmq.max_message_bytes ({}); shrink the event or raise the limit (and the server's max_message_size)",
+                body.len(),
+                self.config.max_message_bytes
+            )));
+        }
+        let (_, routing_key) = self.config.route(&e.topic, e.key.as_deref());
+        short(routing_key, "the routing key (event key or topic)")?;
+        let mut headers = FieldTable::default();
+        if let Some(fields) = e.headers.as_object() {
+            for (name, value) in fields {
+                let text = match value {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                headers.insert(
+                    short(name, &format!("header name {name:?}"))?,
+                    AMQPValue::LongString(LongString::from(text)),
+                );
+            }
+        }
+        if let Some(key) = &e.key {
+            headers.insert(
+                HEADER_KEY.into(),
+                AMQPValue::LongString(LongString::from(key.as_str())),
+            );
+        }
+        let properties = BasicProperties::default()
+            .with_message_id(e.event_id.to_string().into())
+            .with_type(short(&e.event, "the event name")?)
+            .with_timestamp(e.created_at.timestamp().max(0) as u64)
+            .with_content_type("application/json".into())
+            .with_delivery_mode(2)
+            .with_headers(headers);
+        Ok(Outgoing { body, properties })
+    }
+
+    async fn send_wave(&self, wave: Vec<Encoded<'_, Outgoing>>) -> Vec<Result<(), SinkError>> {
+        let (connection, channel) = match self.channel().await {
+            Ok(c) => c,
+            Err(e) => {
+                return wave
+                    .iter()
+                    .map(|_| Err(SinkError::transient(e.to_string())))
+                    .collect()
+            }
+        };
+        // Publish the whole wave, then await its confirms.
+        let mut pending = Vec::with_capacity(wave.len());
+        for m in &wave {
+            let (exchange, routing_key) = self.config.route(&m.event.topic, m.event.key.as_deref());
+            if let Err(refused) = self
+                .exchange_refusal(&connection, exchange, &m.event.topic)
+                .await
+            {
+                pending.push(Err(refused));
+                continue;
+            }
+            let options = BasicPublishOptions {
+                mandatory: true,
+                ..Default::default()
+            };
+            let sent = channel
+                .basic_publish(
+                    exchange.into(),
+                    routing_key.into(),
+                    options,
+                    &m.message.body,
+                    m.message.properties.clone(),
+                )
+                .await;
+            pending.push(sent.map_err(|e| {
+                classify(
+                    &e,
+                    &format!(
+                        "publishing event {} to exchange {exchange:?}",
+                        m.event.event_id
+                    ),
+                )
+            }));
+        }
+        let mut results = Vec::with_capacity(wave.len());
+        for (m, sent) in wave.iter().zip(pending) {
+            let (exchange, routing_key) = self.config.route(&m.event.topic, m.event.key.as_deref());
+            results.push(match sent {
+                Err(e) => Err(e),
+                Ok(confirm) => match confirm.await {
+                    Ok(Confirmation::Ack(None)) => Ok(()),
+                    Ok(Confirmation::Ack(Some(returned))) => Err(SinkError::rejected(format!(
+                        "unroutable: exchange {exchange:?} has no queue bound for routing key {routing_key:?} ({} {}); bind a queue, or route the topic elsewhere",
+                        returned.reply_code, returned.reply_text
+                    ))),
+                    Ok(Confirmation::Nack(_)) => Err(SinkError::transient(format!(
+                        "RabbitMQ nacked event {} (exchange {exchange:?}): it could not store it",
+                        m.event.event_id
+                    ))),
+                    Ok(Confirmation::NotRequested) => Err(SinkError::transient(
+                        "the channel lost publisher confirms",
+                    )),
+                    Err(e) => Err(classify(&e, &format!("awaiting the confirm of event {}", m.event.event_id))),
+                },
+            });
+        }
+        // A rejection the broker gave by closing the channel (404 on a deleted
+        // exchange, 406) takes the channel with it: start afresh next time.
+        if results.iter().any(|r| r.is_err()) && !channel.status().connected() {
+            for m in &wave {
+                let (exchange, _) = self.config.route(&m.event.topic, m.event.key.as_deref());
+                self.exchanges.lock().expect("exchanges").remove(exchange);
+            }
+            *self.session.lock().await = None;
+        }
+        results
+    }
+
+    /// Drop the connection after a transient failure; the next batch connects afresh.
+    async fn reset(&self) {
+        *self.session.lock().await = None;
+    }
+
+    async fn check(&self) -> Result<(), SinkError> {
+        self.channel().await.map(|_| ())
+    }
+}
