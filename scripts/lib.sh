@@ -133,6 +133,12 @@ ensure_rabbitmq() {
   export RABBITMQ_URL="amqp://guest:guest@127.0.0.1:5672/%2f"
 }
 
+# NATS: the tests start a `nats-server -js` of their own on a free port (store
+# in a temp directory), so only the binary is needed.
+ensure_nats() {
+  need_cmd nats-server nats-server
+}
+
 # Node and the pinned npm packages the interop tests run against.
 ensure_node_peers() {
   need_cmd node nodejs

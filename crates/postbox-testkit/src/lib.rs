@@ -4,6 +4,7 @@
 
 mod http;
 mod kafka;
+mod nats_server;
 mod postgres;
 mod redis_server;
 mod relay_process;
@@ -11,6 +12,7 @@ mod tls;
 
 pub use http::http_get;
 pub use kafka::{kafka_consume_independent, KafkaBroker};
+pub use nats_server::NatsServer;
 pub use postgres::PgCluster;
 pub use redis_server::{ping, RedisServer};
 pub use relay_process::RelayProcess;

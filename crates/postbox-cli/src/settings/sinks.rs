@@ -61,6 +61,7 @@ pub const SINKS: &[SinkKind] = &[
     kind::<postbox_bullmq::BullmqConfig>("BullMQ"),
     kind::<postbox_kafka::KafkaConfig>("Kafka"),
     kind::<postbox_rabbitmq::RabbitmqConfig>("RabbitMQ"),
+    kind::<postbox_nats::NatsConfig>("NATS JetStream"),
 ];
 
 /// The sink kind called `name`, or an error listing the known ones.

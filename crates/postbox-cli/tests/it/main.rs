@@ -14,6 +14,7 @@ mod inbox;
 mod kafka;
 mod logical;
 mod migrate;
+mod nats;
 mod node_interop;
 mod ops;
 mod producer;

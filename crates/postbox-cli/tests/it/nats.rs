@@ -1,0 +1,346 @@
+//! NATS JetStream: the relay's sink (Nats-Msg-Id, awaited PubAcks) against a
+//! real `nats-server` of each test's own, read back by the NATS maintainers'
+//! JavaScript client, and the inbox pull consumer.
+
+use crate::node_interop::node;
+use crate::support::*;
+use postbox_nats::async_nats::jetstream::{self, stream};
+use postbox_testkit::NatsServer;
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn relay(ctx: &Ctx, nats: &NatsServer, extra: &[&str]) -> RelayProcess {
+    let url = nats.url();
+    // Below the tests' --publish-timeout (3s), as the relay requires.
+    let mut args = vec![
+        "--sink",
+        "nats",
+        "--nats-url",
+        &url,
+        "--nats-ack-timeout",
+        "2s",
+    ];
+    args.extend_from_slice(extra);
+    ctx.relay("redis://127.0.0.1:1", &args, &[])
+}
+
+async fn js(nats: &NatsServer) -> jetstream::Context {
+    jetstream::new(postbox_nats::async_nats::connect(nats.url()).await.unwrap())
+}
+
+/// A file-backed stream capturing `subjects` (dedupe window: the default 2 min).
+async fn create_stream(js: &jetstream::Context, name: &str, subjects: Vec<String>) {
+    js.create_stream(stream::Config {
+        name: name.to_owned(),
+        subjects,
+        storage: stream::StorageType::File,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+}
+
+/// What the JavaScript client read: (messages stored, the first `n` messages).
+async fn js_read(nats: &NatsServer, stream: &str, n: usize) -> (u64, Vec<Value>) {
+    let url = nats.url();
+    let count = n.to_string();
+    let lines = node("nats_consume.mjs", &[&url, stream, &count, "15"]).await;
+    let v: Value = serde_json::from_str(lines.last().expect("one JSON line")).unwrap();
+    (
+        v["stored"].as_u64().unwrap(),
+        v["messages"].as_array().unwrap().clone(),
+    )
+}
+
+/// The stream's name for a test queue (streams may not contain '-' in the CLI's eyes; keep it simple).
+fn stream_name(ctx: &Ctx) -> String {
+    ctx.schema.to_uppercase()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_events_arrive_once_and_in_key_order_through_relay_kills() {
+    let ctx = Ctx::new("nats").await;
+    let nats = NatsServer::start("").await;
+    let stream = stream_name(&ctx);
+    create_stream(&js(&nats).await, &stream, vec![format!("{}.>", ctx.queue)]).await;
+    let tp = |i: usize| format!("00-4bf92f3577b34da6a3ce929d0e{i:06x}-00f067aa0ba902b7-01");
+    const N: usize = 1000;
+    let mut seq: HashMap<String, usize> = HashMap::new();
+    let mut events = Vec::new();
+    for i in 0..N {
+        let key = format!("k{}", i % 16);
+        let s = seq.entry(key.clone()).or_default();
+        *s += 1;
+        events.push(ctx.event(&key, *s).traceparent(tp(i)));
+    }
+    let mut tx = ctx.pool.begin().await.unwrap();
+    ctx.outbox.enqueue_many(&mut tx, events).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let args = ["--nats-subject", "{topic}.{key}", "--batch-size", "50"];
+    let mut doomed = relay(&ctx, &nats, &args);
+    let r2 = relay(&ctx, &nats, &args);
+    wait_until(LONG, "some events relayed", || async {
+        ctx.unsent().await < (N as i64) * 3 / 4
+    })
+    .await;
+    doomed.signal("KILL");
+    doomed.wait(LONG).await;
+    let r3 = relay(&ctx, &nats, &args);
+    wait_until(LONG, "every event relayed", || async {
+        ctx.unsent().await == 0
+    })
+    .await;
+
+    let (stored, seen) = js_read(&nats, &stream, N).await;
+    let rows: HashMap<String, (String, i64)> =
+        sqlx::query_as::<_, (String, String, i64)>(&format!(
+            "SELECT event_id::text, key, (payload->>'seq')::bigint FROM {}.outbox",
+            ctx.schema
+        ))
+        .fetch_all(&ctx.pool)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(id, k, s)| (id, (k, s)))
+        .collect();
+    let mut ids = HashSet::new();
+    let mut last: HashMap<String, i64> = HashMap::new();
+    for m in &seen {
+        let id = m["headers"]["Nats-Msg-Id"].as_str().unwrap();
+        let (key, s) = rows.get(id).expect("Nats-Msg-Id = an outbox event id");
+        assert_eq!(m["subject"], format!("{}.{key}", ctx.queue));
+        assert_eq!(m["headers"]["postbox-event"], "test.event");
+        assert_eq!(m["headers"]["postbox-key"], key.as_str());
+        assert!(m["headers"]["traceparent"]
+            .as_str()
+            .unwrap()
+            .starts_with("00-"));
+        assert_eq!(m["body"]["seq"], *s, "payload intact");
+        assert!(ids.insert(id.to_owned()), "{id} stored twice");
+        let prev = last.insert(key.clone(), *s).unwrap_or(0);
+        assert_eq!(*s, prev + 1, "key {key}: stream order = outbox order");
+    }
+    assert_eq!(ids.len(), N);
+    assert_eq!(
+        stored, N as u64,
+        "the relay's re-sends after the kill were dropped by the stream's duplicate window"
+    );
+    drop((r2, r3));
+    ctx.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_refusals_are_dead_lettered_while_other_keys_flow() {
+    let ctx = Ctx::new("natsbad").await;
+    let nats = NatsServer::start("max_payload: 4096").await;
+    let stream = stream_name(&ctx);
+    create_stream(&js(&nats).await, &stream, vec![ctx.queue.clone()]).await;
+    let no_stream = format!("{}-nostream", ctx.queue);
+    let mut events = Vec::new();
+    for i in 1..=5 {
+        for k in ["a", "b", "c"] {
+            events.push(ctx.event(k, i));
+        }
+    }
+    events.push(event(&no_stream, "x", 1));
+    events.push(
+        postbox::Event::new(
+            &ctx.queue,
+            "test.event",
+            serde_json::json!({"key": "big", "seq": 1, "pad": "x".repeat(8000)}),
+        )
+        .key("big"),
+    );
+    ctx.produce(events).await;
+    let _relay = relay(&ctx, &nats, FAST_DEAD_LETTER);
+    wait_until(LONG, "two dead letters", || async {
+        ctx.dead_letters().await.len() == 2
+    })
+    .await;
+    let errors: Vec<String> = ctx.dead_letters().await.into_iter().map(|d| d.1).collect();
+    assert!(
+        errors.iter().any(|e| e.contains(&format!(
+            "no JetStream stream captures subject {no_stream:?}"
+        ))),
+        "{errors:?}"
+    );
+    assert!(
+        errors.iter().any(|e| e.contains("max_payload")),
+        "{errors:?}"
+    );
+    wait_until(LONG, "the good events sent", || async {
+        ctx.unsent().await == 0
+    })
+    .await;
+    let (stored, _) = js_read(&nats, &stream, 15).await;
+    assert_eq!(stored, 15, "every good event once, none of the refused");
+    ctx.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_killed_under_load_costs_no_attempts_and_loses_nothing() {
+    let ctx = Ctx::new("natskill").await;
+    let mut nats = NatsServer::start("").await;
+    let stream = stream_name(&ctx);
+    create_stream(&js(&nats).await, &stream, vec![ctx.queue.clone()]).await;
+    let _relay = relay(&ctx, &nats, &[]);
+    let produce = |from: usize| {
+        (from..from + 100)
+            .map(|i| ctx.event(&format!("k{}", i % 8), i))
+            .collect::<Vec<_>>()
+    };
+    ctx.produce(produce(0)).await;
+    wait_until(LONG, "the first events sent", || async {
+        ctx.unsent().await == 0
+    })
+    .await;
+    nats.kill();
+    ctx.produce(produce(100)).await;
+    // Down: the rows wait, no attempt is counted, nothing is dead-lettered.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let attempts: i64 = sqlx::query_scalar(&format!(
+        "SELECT coalesce(max(attempts), 0)::bigint FROM {}.outbox",
+        ctx.schema
+    ))
+    .fetch_one(&ctx.pool)
+    .await
+    .unwrap();
+    assert_eq!(attempts, 0);
+    assert_eq!(ctx.unsent().await, 100);
+    nats.restart().await;
+    wait_until(LONG, "every event sent after the restart", || async {
+        ctx.unsent().await == 0
+    })
+    .await;
+    assert!(ctx.dead_letters().await.is_empty());
+    let (stored, _) = js_read(&nats, &stream, 200).await;
+    assert_eq!(stored, 200, "every event stored once");
+    ctx.cleanup().await;
+}
+
+/// Counts effects; hangs after the commit of one message (a consumer dying
+/// between its inbox commit and its ack).
+struct Effects {
+    insert: String,
+    duplicates: AtomicUsize,
+    hang_on: Option<String>,
+    hung: tokio::sync::Notify,
+}
+
+impl postbox_nats::Handler for Effects {
+    async fn handle(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        msg: &postbox_nats::Message,
+    ) -> Result<(), postbox_nats::BoxError> {
+        sqlx::query(&self.insert)
+            .bind(&msg.id)
+            .bind(msg.key.as_deref())
+            .execute(tx)
+            .await?;
+        Ok(())
+    }
+    async fn after_commit(&self, msg: &postbox_nats::Message) {
+        if self.hang_on.as_deref() == Some(msg.id.as_str()) {
+            self.hung.notify_one();
+            std::future::pending::<()>().await;
+        }
+    }
+    async fn on_duplicate(&self, _msg: &postbox_nats::Message) {
+        self.duplicates.fetch_add(1, SeqCst);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_inbox_consumer_applies_each_message_once_across_a_crash() {
+    let ctx = Ctx::new("natsin").await;
+    let nats = NatsServer::start("").await;
+    let stream = stream_name(&ctx);
+    let context = js(&nats).await;
+    create_stream(&context, &stream, vec![ctx.queue.clone()]).await;
+    sqlx::raw_sql(&format!(
+        "CREATE TABLE {}.effects (message_id text NOT NULL, key text)",
+        ctx.schema
+    ))
+    .execute(&ctx.pool)
+    .await
+    .unwrap();
+    ctx.produce((1..=20).map(|i| ctx.event("k", i)).collect())
+        .await;
+    let relay = relay(&ctx, &nats, &[]);
+    wait_until(LONG, "rows sent", || async { ctx.unsent().await == 0 }).await;
+    let fifth: String = sqlx::query_scalar(&format!(
+        "SELECT event_id::text FROM {}.outbox ORDER BY id OFFSET 4 LIMIT 1",
+        ctx.schema
+    ))
+    .fetch_one(&ctx.pool)
+    .await
+    .unwrap();
+    let mut config = postbox_nats::consumer_config("effects");
+    // Short, so the test sees the redelivery soon.
+    config.ack_wait = Duration::from_secs(1);
+    let durable = context
+        .get_stream(&stream)
+        .await
+        .unwrap()
+        .create_consumer(config)
+        .await
+        .unwrap();
+    let inbox = postbox::InboxConsumer::new(
+        ctx.pool.clone(),
+        postbox::Inbox::new(&ctx.schema).unwrap(),
+        "effects",
+    );
+    let effects = |hang_on| {
+        Arc::new(Effects {
+            insert: format!("INSERT INTO {}.effects VALUES ($1, $2)", ctx.schema),
+            duplicates: AtomicUsize::new(0),
+            hang_on,
+            hung: tokio::sync::Notify::new(),
+        })
+    };
+    // Consumer 1 dies after the inbox commit of the 5th message, before its ack.
+    let first = effects(Some(fifth));
+    {
+        let (inbox, e, c) = (inbox.clone(), first.clone(), durable.clone());
+        let task = tokio::spawn(async move {
+            postbox_nats::inbox_consumer(&inbox, &c, &*e, Default::default()).await
+        });
+        tokio::time::timeout(LONG, first.hung.notified())
+            .await
+            .expect("consumer reached the 5th message");
+        task.abort();
+        let _ = task.await;
+    }
+    let second = effects(None);
+    let stop = postbox_nats::CancellationToken::new();
+    let consume = postbox_nats::inbox_consumer(&inbox, &durable, &*second, stop.clone());
+    let judge = async {
+        wait_until(LONG, "20 effects and the redelivery skipped", || async {
+            let n: i64 =
+                sqlx::query_scalar(&format!("SELECT count(*) FROM {}.effects", ctx.schema))
+                    .fetch_one(&ctx.pool)
+                    .await
+                    .unwrap();
+            n == 20 && second.duplicates.load(SeqCst) >= 1
+        })
+        .await;
+        stop.cancel();
+    };
+    let (consumed, ()) = tokio::join!(consume, judge);
+    consumed.unwrap();
+    let distinct: i64 = sqlx::query_scalar(&format!(
+        "SELECT count(DISTINCT message_id) FROM {}.effects WHERE key = 'k'",
+        ctx.schema
+    ))
+    .fetch_one(&ctx.pool)
+    .await
+    .unwrap();
+    assert_eq!(distinct, 20, "each effect once, the key carried");
+    drop(relay);
+    ctx.cleanup().await;
+}

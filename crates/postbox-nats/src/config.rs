@@ -1,0 +1,152 @@
+//! Settings of the NATS JetStream sink (`[nats]` in the relay's config file).
+
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// NATS JetStream sink settings (`[nats]` in the config file).
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct NatsConfig {
+    /// Server URL (`nats://user:password@host:4222`, `tls://…`; several
+    /// comma-separated).
+    pub url: postbox_relay::Secret,
+    /// Subject an event is published to: `{topic}` and `{key}` are replaced by
+    /// the event's (e.g. `orders.{key}` for per-key subjects). A stream must
+    /// capture it; postbox creates none.
+    pub subject: String,
+    /// How long to wait for the stream's acknowledgement of one message; must
+    /// be shorter than the relay's `publish_timeout`.
+    #[serde(with = "humantime_serde")]
+    #[schemars(with = "postbox_relay::HumanDuration")]
+    pub ack_timeout: Duration,
+    /// A `.creds` file (JWT and NKey seed) for servers with decentralised auth.
+    pub credentials_file: Option<std::path::PathBuf>,
+}
+
+impl Default for NatsConfig {
+    fn default() -> Self {
+        NatsConfig {
+            url: postbox_relay::Secret::new("nats://127.0.0.1:4222"),
+            subject: "{topic}".into(),
+            ack_timeout: Duration::from_secs(5),
+            credentials_file: None,
+        }
+    }
+}
+
+impl postbox_relay::Section for NatsConfig {
+    const NAME: &'static str = "nats";
+}
+
+impl postbox_relay::SinkConfig for NatsConfig {
+    fn build(
+        self,
+        relay: &postbox_relay::Config,
+    ) -> Result<std::sync::Arc<dyn postbox_relay::Destination>, postbox_relay::ConfigError> {
+        // The stream must answer before the relay gives up on the batch.
+        if self.ack_timeout >= relay.publish_timeout {
+            return Err(postbox_relay::ConfigError {
+                field: "nats.ack_timeout",
+                reason: format!(
+                    "{} must be shorter than relay.publish_timeout ({}); lower it or raise publish_timeout",
+                    humantime_serde::re::humantime::format_duration(self.ack_timeout),
+                    humantime_serde::re::humantime::format_duration(relay.publish_timeout)
+                ),
+            });
+        }
+        Ok(std::sync::Arc::new(postbox_relay::Delivery::new(
+            crate::NatsSink::new(self)?,
+        )))
+    }
+
+    fn describe(&self) -> String {
+        format!("NATS JetStream at {} (subject {})", self.url, self.subject)
+    }
+}
+
+impl NatsConfig {
+    /// Check the settings once at start-up.
+    pub fn validate(&self) -> Result<(), postbox_relay::ConfigError> {
+        let err = |field, reason: String| Err(postbox_relay::ConfigError { field, reason });
+        if !self.subject.contains("{topic}") && !self.subject.contains("{key}") {
+            return err(
+                "nats.subject",
+                format!(
+                    "{:?} names neither {{topic}} nor {{key}}: every event would go to one subject; write e.g. \"{{topic}}\" or \"events.{{topic}}\"",
+                    self.subject
+                ),
+            );
+        }
+        let sample = self.subject.replace("{topic}", "t").replace("{key}", "k");
+        if let Err(reason) = valid_subject(&sample) {
+            return err("nats.subject", format!("{:?}: {reason}", self.subject));
+        }
+        if self.ack_timeout < Duration::from_millis(100) {
+            return err(
+                "nats.ack_timeout",
+                format!("{:?} is too short (at least 100ms)", self.ack_timeout),
+            );
+        }
+        Ok(())
+    }
+
+    /// The subject of an event, or why it has none.
+    pub fn subject_for(&self, topic: &str, key: Option<&str>) -> Result<String, String> {
+        let mut s = self.subject.replace("{topic}", topic);
+        if s.contains("{key}") {
+            let key = key.ok_or_else(|| {
+                format!(
+                    "the event has no key, and nats.subject {:?} needs one",
+                    self.subject
+                )
+            })?;
+            s = s.replace("{key}", key);
+        }
+        valid_subject(&s).map_err(|reason| format!("subject {s:?}: {reason}"))?;
+        Ok(s)
+    }
+}
+
+/// A subject one can publish to: dot-separated non-empty tokens of printable
+/// characters without spaces or wildcards.
+pub(crate) fn valid_subject(s: &str) -> Result<(), &'static str> {
+    if s.is_empty() || s.len() > 4096 {
+        return Err("empty or longer than 4096 bytes");
+    }
+    if s.split('.').any(str::is_empty) {
+        return Err("has an empty token (leading, trailing or double '.')");
+    }
+    if s.chars()
+        .any(|c| c.is_whitespace() || c.is_control() || c == '*' || c == '>')
+    {
+        return Err("has whitespace or a wildcard ('*', '>'); publish subjects cannot");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subjects_from_templates() {
+        let mut c = NatsConfig::default();
+        assert!(c.validate().is_ok());
+        assert_eq!(c.subject_for("orders", None).unwrap(), "orders");
+        c.subject = "shop.{topic}.{key}".into();
+        assert_eq!(
+            c.subject_for("orders", Some("o-1")).unwrap(),
+            "shop.orders.o-1"
+        );
+        assert!(c
+            .subject_for("orders", None)
+            .unwrap_err()
+            .contains("no key"));
+        assert!(c.subject_for("orders", Some("a b")).is_err());
+        assert!(c.subject_for("orders", Some("a.")).is_err());
+        c.subject = "fixed".into();
+        assert!(c.validate().is_err());
+        c.url = postbox_relay::Secret::new("nats://u:canary@h:4222");
+        assert!(!format!("{c:?}").contains("canary"));
+    }
+}
