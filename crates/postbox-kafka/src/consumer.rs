@@ -4,12 +4,10 @@
 //! recognises it and skips the effect.
 
 use crate::{HEADER_EVENT, HEADER_EVENT_ID};
-use postbox::{BoxError, ConsumeError, Handler, InboxConsumer, Message};
+use postbox::{BoxError, Handler, InboxConsumer, Message};
 use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
 use rdkafka::message::{Headers, Message as _, OwnedMessage};
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 /// The inbox key of a message: its `postbox-event-id` header, else its
 /// coordinates (for producers that are not postbox).
@@ -108,30 +106,12 @@ async fn receive<H: Handler>(
             m = kafka.recv() => m?.detach(),
         };
         let msg = message(&raw);
-        // Every log line about this message carries its id and trace parent.
-        let span = tracing::info_span!(
-            "message",
-            message_id = %msg.id,
-            traceparent = msg.trace_context().map(|t| t.traceparent)
-        );
-        let mut delay = Duration::from_millis(100);
-        loop {
-            match inbox
-                .process(&msg, handler, shutdown)
-                .instrument(span.clone())
-                .await
-            {
-                Ok(_) => break,
-                Err(ConsumeError::Cancelled) => return Ok(()),
-                Err(e) => {
-                    tracing::warn!(error = %e, source = %msg.source, "message not processed; retrying it");
-                    tokio::select! {
-                        _ = shutdown.cancelled() => return Ok(()),
-                        _ = tokio::time::sleep(delay) => {}
-                    }
-                    delay = (delay * 2).min(Duration::from_secs(5));
-                }
-            }
+        if inbox
+            .process_in_place(&msg, handler, shutdown)
+            .await
+            .is_none()
+        {
+            return Ok(());
         }
         // Only now: the effect is committed, so a replay would be skipped.
         let mut tpl = rdkafka::TopicPartitionList::new();

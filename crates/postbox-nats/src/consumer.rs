@@ -11,10 +11,9 @@
 //! consumer where per-key order matters.
 
 use futures::StreamExt;
-use postbox::{BoxError, ConsumeError, Handler, InboxConsumer, Message};
+use postbox::{BoxError, Handler, InboxConsumer, Message};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 /// A durable pull consumer that acknowledges explicitly, redelivers what
 /// was not acknowledged after 60 s, and never gives up on a message
@@ -100,29 +99,12 @@ async fn receive<H: Handler>(
             },
         };
         let msg = message(&raw);
-        let span = tracing::info_span!(
-            "message",
-            message_id = %msg.id,
-            traceparent = msg.trace_context().map(|t| t.traceparent)
-        );
-        let mut delay = Duration::from_millis(100);
-        loop {
-            match inbox
-                .process(&msg, handler, shutdown)
-                .instrument(span.clone())
-                .await
-            {
-                Ok(_) => break,
-                Err(ConsumeError::Cancelled) => return Ok(()),
-                Err(e) => {
-                    tracing::warn!(error = %e, source = %msg.source, "message not processed; retrying it");
-                    tokio::select! {
-                        _ = shutdown.cancelled() => return Ok(()),
-                        _ = tokio::time::sleep(delay) => {}
-                    }
-                    delay = (delay * 2).min(Duration::from_secs(5));
-                }
-            }
+        if inbox
+            .process_in_place(&msg, handler, shutdown)
+            .await
+            .is_none()
+        {
+            return Ok(());
         }
         // Only now: the effect is committed, so a redelivery would be skipped.
         raw.ack().await?;

@@ -15,10 +15,8 @@ use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions};
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::Channel;
-use postbox::{BoxError, ConsumeError, Handler, InboxConsumer, Message};
-use std::time::Duration;
+use postbox::{BoxError, Handler, InboxConsumer, Message};
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 /// Header the relay sets to the event's ordering key.
 const HEADER_KEY: &str = "postbox-key";
@@ -133,29 +131,12 @@ async fn receive<H: Handler>(
             },
         };
         let msg = message(queue, &delivery);
-        let span = tracing::info_span!(
-            "message",
-            message_id = %msg.id,
-            traceparent = msg.trace_context().map(|t| t.traceparent)
-        );
-        let mut delay = Duration::from_millis(100);
-        loop {
-            match inbox
-                .process(&msg, handler, shutdown)
-                .instrument(span.clone())
-                .await
-            {
-                Ok(_) => break,
-                Err(ConsumeError::Cancelled) => return Ok(()),
-                Err(e) => {
-                    tracing::warn!(error = %e, source = %msg.source, "message not processed; retrying it");
-                    tokio::select! {
-                        _ = shutdown.cancelled() => return Ok(()),
-                        _ = tokio::time::sleep(delay) => {}
-                    }
-                    delay = (delay * 2).min(Duration::from_secs(5));
-                }
-            }
+        if inbox
+            .process_in_place(&msg, handler, shutdown)
+            .await
+            .is_none()
+        {
+            return Ok(());
         }
         // Only now: the effect is committed, so a redelivery would be skipped.
         delivery.acker.ack(BasicAckOptions::default()).await?;

@@ -23,6 +23,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 pub use retry::RetryPolicy;
 
@@ -259,6 +260,44 @@ impl InboxConsumer {
             tokio::select! {
                 _ = shutdown.cancelled() => return Err(ConsumeError::Cancelled),
                 _ = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+
+    /// [`process`](InboxConsumer::process) for brokers whose wrapper holds the
+    /// message in hand (Kafka, RabbitMQ, NATS): what does not settle it —
+    /// the database past the patience, a dead letter that cannot be written —
+    /// is retried in place with backoff, so no later message overtakes it.
+    /// `None`: shutdown began first; do not acknowledge.
+    pub async fn process_in_place<H: Handler>(
+        &self,
+        msg: &Message,
+        handler: &H,
+        shutdown: &CancellationToken,
+    ) -> Option<Processed> {
+        // Every log line about this message carries its id and trace parent.
+        let span = tracing::info_span!(
+            "message",
+            message_id = %msg.id,
+            traceparent = msg.trace_context().map(|t| t.traceparent)
+        );
+        let mut delay = Duration::from_millis(100);
+        loop {
+            match self
+                .process(msg, handler, shutdown)
+                .instrument(span.clone())
+                .await
+            {
+                Ok(done) => return Some(done),
+                Err(ConsumeError::Cancelled) => return None,
+                Err(e) => {
+                    tracing::warn!(error = %e, source = %msg.source, retry_in = ?delay, "message not processed; retrying it in place");
+                    tokio::select! {
+                        _ = shutdown.cancelled() => return None,
+                        _ = tokio::time::sleep(delay) => {}
+                    }
+                    delay = (delay * 2).min(Duration::from_secs(5));
+                }
             }
         }
     }
