@@ -302,26 +302,46 @@ impl Sink for RabbitmqSink {
                 )
             }));
         }
-        let mut results = Vec::with_capacity(wave.len());
-        for (m, sent) in wave.iter().zip(pending) {
-            let (exchange, routing_key) = self.config.route(&m.event.topic, m.event.key.as_deref());
-            results.push(match sent {
+        // Await every confirm first. lapin hands a returned (unroutable)
+        // message to whichever confirm completes next, not necessarily its
+        // own (acks may cover several messages), so returns are matched to
+        // events by their message_id, never by the confirm that carried them.
+        let mut answers = Vec::with_capacity(wave.len());
+        let mut returned = std::collections::HashSet::new();
+        for sent in pending {
+            let answer = match sent {
                 Err(e) => Err(e),
-                Ok(confirm) => match confirm.await {
-                    Ok(Confirmation::Ack(None)) => Ok(()),
-                    Ok(Confirmation::Ack(Some(returned))) => Err(SinkError::rejected(format!(
-                        "unroutable: exchange {exchange:?} has no queue bound for routing key {routing_key:?} ({} {}); bind a queue, or route the topic elsewhere",
-                        returned.reply_code, returned.reply_text
-                    ))),
-                    Ok(Confirmation::Nack(_)) => Err(SinkError::transient(format!(
-                        "RabbitMQ nacked event {} (exchange {exchange:?}): it could not store it",
-                        m.event.event_id
-                    ))),
-                    Ok(Confirmation::NotRequested) => Err(SinkError::transient(
-                        "the channel lost publisher confirms",
-                    )),
-                    Err(e) => Err(classify(&e, &format!("awaiting the confirm of event {}", m.event.event_id))),
-                },
+                Ok(confirm) => confirm
+                    .await
+                    .map_err(|e| classify(&e, "awaiting a confirm")),
+            };
+            if let Ok(Confirmation::Ack(Some(r)) | Confirmation::Nack(Some(r))) = &answer {
+                if let Some(id) = r.delivery.properties.message_id() {
+                    returned.insert((id.to_string(), r.reply_code, r.reply_text.to_string()));
+                }
+            }
+            answers.push(answer);
+        }
+        let mut results = Vec::with_capacity(wave.len());
+        for (m, answer) in wave.iter().zip(answers) {
+            let (exchange, routing_key) = self.config.route(&m.event.topic, m.event.key.as_deref());
+            let id = m.event.event_id.to_string();
+            if let Some((_, code, text)) = returned.iter().find(|r| r.0 == id) {
+                results.push(Err(SinkError::rejected(format!(
+                    "unroutable: exchange {exchange:?} has no queue bound for routing key {routing_key:?} ({code} {text}); bind a queue, or route the topic elsewhere"
+                ))));
+                continue;
+            }
+            results.push(match answer {
+                Err(e) => Err(e),
+                Ok(Confirmation::Ack(_)) => Ok(()),
+                Ok(Confirmation::Nack(_)) => Err(SinkError::transient(format!(
+                    "RabbitMQ nacked event {} (exchange {exchange:?}): it could not store it",
+                    m.event.event_id
+                ))),
+                Ok(Confirmation::NotRequested) => {
+                    Err(SinkError::transient("the channel lost publisher confirms"))
+                }
             });
         }
         // A rejection the broker gave by closing the channel (404 on a deleted
