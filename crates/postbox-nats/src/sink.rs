@@ -115,14 +115,9 @@ impl Sink for NatsSink {
         if let Some(key) = &e.key {
             header(&mut headers, HEADER_KEY, key)?;
         }
-        if let Some(fields) = e.headers.as_object() {
-            for (name, value) in fields {
-                let text = match value {
-                    serde_json::Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
-                header(&mut headers, name, &text)?;
-            }
+        // The one rule every sink forwards headers by (bad trace context dropped).
+        for (name, text) in postbox_relay::headers::forwarded(e) {
+            header(&mut headers, name, &text)?;
         }
         Ok(Outgoing {
             subject,

@@ -230,17 +230,12 @@ impl Sink for RabbitmqSink {
         let (_, routing_key) = self.config.route(&e.topic, e.key.as_deref());
         short(routing_key, "the routing key (event key or topic)")?;
         let mut headers = FieldTable::default();
-        if let Some(fields) = e.headers.as_object() {
-            for (name, value) in fields {
-                let text = match value {
-                    serde_json::Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
-                headers.insert(
-                    short(name, &format!("header name {name:?}"))?,
-                    AMQPValue::LongString(LongString::from(text)),
-                );
-            }
+        // The one rule every sink forwards headers by (bad trace context dropped).
+        for (name, text) in postbox_relay::headers::forwarded(e) {
+            headers.insert(
+                short(name, &format!("header name {name:?}"))?,
+                AMQPValue::LongString(LongString::from(text)),
+            );
         }
         if let Some(key) = &e.key {
             headers.insert(

@@ -193,38 +193,6 @@ async fn kafka_oversized_payload_is_dead_lettered_and_others_flow() {
     ctx.cleanup().await;
 }
 
-struct Effects {
-    insert: String,
-    duplicates: AtomicUsize,
-    /// Hang after the DB commit of this message (a crash before the offset commit).
-    hang_on: Option<String>,
-    hung: tokio::sync::Notify,
-}
-
-impl postbox_kafka::Handler for Effects {
-    async fn handle(
-        &self,
-        tx: &mut sqlx::PgConnection,
-        msg: &postbox_kafka::Message,
-    ) -> Result<(), postbox_kafka::BoxError> {
-        sqlx::query(&self.insert)
-            .bind(&msg.id)
-            .bind(msg.trace_context().map(|t| t.traceparent))
-            .execute(tx)
-            .await?;
-        Ok(())
-    }
-    async fn after_commit(&self, msg: &postbox_kafka::Message) {
-        if self.hang_on.as_deref() == Some(msg.id.as_str()) {
-            self.hung.notify_one();
-            std::future::pending::<()>().await;
-        }
-    }
-    async fn on_duplicate(&self, _msg: &postbox_kafka::Message) {
-        self.duplicates.fetch_add(1, SeqCst);
-    }
-}
-
 pub(crate) fn stream_consumer(broker: &KafkaBroker, group: &str, topic: &str) -> StreamConsumer {
     let c: StreamConsumer = postbox_kafka::consumer_config(&broker.bootstrap(), group)
         .create()
@@ -283,12 +251,8 @@ async fn kafka_republish_and_consumer_crash_are_absorbed_by_the_inbox() {
     .await
     .unwrap();
     let inbox = postbox::Inbox::new(&ctx.schema).unwrap();
-    let effects = Arc::new(Effects {
-        insert: format!("INSERT INTO {}.effects VALUES ($1, $2)", ctx.schema),
-        duplicates: AtomicUsize::new(0),
-        hang_on: Some(third),
-        hung: tokio::sync::Notify::new(),
-    });
+    let traceparent = |m: &postbox::Message| m.trace_context().map(|t| t.traceparent);
+    let effects = Effects::new(&ctx.schema, traceparent, Some(third));
     let group = format!("g-{}", ctx.schema);
     {
         let (pool, inbox, e, c) = (
@@ -314,12 +278,7 @@ async fn kafka_republish_and_consumer_crash_are_absorbed_by_the_inbox() {
         let _ = task.await;
     }
     // Consumer 2 in the same group replays from the last committed offset.
-    let effects2 = Arc::new(Effects {
-        insert: effects.insert.clone(),
-        duplicates: AtomicUsize::new(0),
-        hang_on: None,
-        hung: tokio::sync::Notify::new(),
-    });
+    let effects2 = Effects::new(&ctx.schema, traceparent, None);
     let stop = tokio_util::sync::CancellationToken::new();
     let task = {
         let (pool, inbox, e, c, stop) = (

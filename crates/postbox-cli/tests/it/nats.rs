@@ -8,8 +8,6 @@ use postbox_nats::async_nats::jetstream::{self, stream};
 use postbox_testkit::NatsServer;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-use std::sync::Arc;
 use std::time::Duration;
 
 fn relay(ctx: &Ctx, nats: &NatsServer, extra: &[&str]) -> RelayProcess {
@@ -222,39 +220,6 @@ async fn nats_killed_under_load_costs_no_attempts_and_loses_nothing() {
     ctx.cleanup().await;
 }
 
-/// Counts effects; hangs after the commit of one message (a consumer dying
-/// between its inbox commit and its ack).
-struct Effects {
-    insert: String,
-    duplicates: AtomicUsize,
-    hang_on: Option<String>,
-    hung: tokio::sync::Notify,
-}
-
-impl postbox_nats::Handler for Effects {
-    async fn handle(
-        &self,
-        tx: &mut sqlx::PgConnection,
-        msg: &postbox_nats::Message,
-    ) -> Result<(), postbox_nats::BoxError> {
-        sqlx::query(&self.insert)
-            .bind(&msg.id)
-            .bind(msg.key.as_deref())
-            .execute(tx)
-            .await?;
-        Ok(())
-    }
-    async fn after_commit(&self, msg: &postbox_nats::Message) {
-        if self.hang_on.as_deref() == Some(msg.id.as_str()) {
-            self.hung.notify_one();
-            std::future::pending::<()>().await;
-        }
-    }
-    async fn on_duplicate(&self, _msg: &postbox_nats::Message) {
-        self.duplicates.fetch_add(1, SeqCst);
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nats_inbox_consumer_applies_each_message_once_across_a_crash() {
     let ctx = Ctx::new("natsin").await;
@@ -295,16 +260,9 @@ async fn nats_inbox_consumer_applies_each_message_once_across_a_crash() {
         postbox::Inbox::new(&ctx.schema).unwrap(),
         "effects",
     );
-    let effects = |hang_on| {
-        Arc::new(Effects {
-            insert: format!("INSERT INTO {}.effects VALUES ($1, $2)", ctx.schema),
-            duplicates: AtomicUsize::new(0),
-            hang_on,
-            hung: tokio::sync::Notify::new(),
-        })
-    };
+    let key = |m: &postbox::Message| m.key.clone();
     // Consumer 1 dies after the inbox commit of the 5th message, before its ack.
-    let first = effects(Some(fifth));
+    let first = Effects::new(&ctx.schema, key, Some(fifth));
     {
         let (inbox, e, c) = (inbox.clone(), first.clone(), durable.clone());
         let task = tokio::spawn(async move {
@@ -316,7 +274,7 @@ async fn nats_inbox_consumer_applies_each_message_once_across_a_crash() {
         task.abort();
         let _ = task.await;
     }
-    let second = effects(None);
+    let second = Effects::new(&ctx.schema, key, None);
     let stop = postbox_nats::CancellationToken::new();
     let consume = postbox_nats::inbox_consumer(&inbox, &durable, &*second, stop.clone());
     let judge = async {
@@ -326,7 +284,7 @@ async fn nats_inbox_consumer_applies_each_message_once_across_a_crash() {
                     .fetch_one(&ctx.pool)
                     .await
                     .unwrap();
-            n == 20 && second.duplicates.load(SeqCst) >= 1
+            n == 20 && second.duplicates() >= 1
         })
         .await;
         stop.cancel();

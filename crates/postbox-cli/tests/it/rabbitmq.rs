@@ -11,8 +11,6 @@ use postbox_rabbitmq::lapin::types::FieldTable;
 use postbox_rabbitmq::lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-use std::sync::Arc;
 
 fn relay(ctx: &Ctx, extra: &[&str]) -> RelayProcess {
     let url = postbox_testkit::rabbitmq_url();
@@ -251,39 +249,6 @@ async fn rabbitmq_refusals_are_dead_lettered_while_other_keys_flow() {
     ctx.cleanup().await;
 }
 
-/// Counts effects; hangs after the commit of one message (a consumer dying
-/// between its inbox commit and its ack).
-struct Effects {
-    insert: String,
-    duplicates: AtomicUsize,
-    hang_on: Option<String>,
-    hung: tokio::sync::Notify,
-}
-
-impl postbox_rabbitmq::Handler for Effects {
-    async fn handle(
-        &self,
-        tx: &mut sqlx::PgConnection,
-        msg: &postbox_rabbitmq::Message,
-    ) -> Result<(), postbox_rabbitmq::BoxError> {
-        sqlx::query(&self.insert)
-            .bind(&msg.id)
-            .bind(msg.key.as_deref())
-            .execute(tx)
-            .await?;
-        Ok(())
-    }
-    async fn after_commit(&self, msg: &postbox_rabbitmq::Message) {
-        if self.hang_on.as_deref() == Some(msg.id.as_str()) {
-            self.hung.notify_one();
-            std::future::pending::<()>().await;
-        }
-    }
-    async fn on_duplicate(&self, _msg: &postbox_rabbitmq::Message) {
-        self.duplicates.fetch_add(1, SeqCst);
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rabbitmq_inbox_consumer_applies_each_message_once_across_a_crash() {
     let ctx = Ctx::new("rabbitin").await;
@@ -310,16 +275,9 @@ async fn rabbitmq_inbox_consumer_applies_each_message_once_across_a_crash() {
         postbox::Inbox::new(&ctx.schema).unwrap(),
         "effects",
     );
-    let effects = |hang_on| {
-        Arc::new(Effects {
-            insert: format!("INSERT INTO {}.effects VALUES ($1, $2)", ctx.schema),
-            duplicates: AtomicUsize::new(0),
-            hang_on,
-            hung: tokio::sync::Notify::new(),
-        })
-    };
+    let key = |m: &postbox::Message| m.key.clone();
     // Consumer 1 dies after the inbox commit of the 5th message, before its ack.
-    let first = effects(Some(fifth));
+    let first = Effects::new(&ctx.schema, key, Some(fifth));
     {
         let (conn, ch) = channel().await;
         let (inbox, e, q) = (inbox.clone(), first.clone(), ctx.queue.clone());
@@ -341,7 +299,7 @@ async fn rabbitmq_inbox_consumer_applies_each_message_once_across_a_crash() {
         let _ = task.await;
         drop(conn); // the unacknowledged deliveries go back to the queue
     }
-    let second = effects(None);
+    let second = Effects::new(&ctx.schema, key, None);
     let stop = postbox_rabbitmq::CancellationToken::new();
     let (_conn, ch) = channel().await;
     let consume = postbox_rabbitmq::inbox_consumer(
@@ -362,7 +320,7 @@ async fn rabbitmq_inbox_consumer_applies_each_message_once_across_a_crash() {
                     .fetch_one(&ctx.pool)
                     .await
                     .unwrap();
-            n == 20 && second.duplicates.load(SeqCst) >= 1
+            n == 20 && second.duplicates() >= 1
         })
         .await;
         stop.cancel();

@@ -212,3 +212,63 @@ pub fn assert_per_key_order(seen: &[(String, String, u64)]) {
 }
 
 pub const LONG: Duration = Duration::from_secs(60);
+
+/// A consumer's effect for the crash tests of every broker: records each
+/// message in `<schema>.effects (message_id, detail)` inside the inbox
+/// transaction, counts the duplicates the inbox skipped, and can hang after
+/// the commit of one message (a consumer dying between its inbox commit and
+/// its acknowledgement).
+pub struct Effects {
+    insert: String,
+    detail: fn(&postbox::Message) -> Option<String>,
+    pub duplicates: std::sync::atomic::AtomicUsize,
+    hang_on: Option<String>,
+    pub hung: tokio::sync::Notify,
+}
+
+impl Effects {
+    /// `detail` fills the second column (the trace parent, the key...).
+    pub fn new(
+        schema: &str,
+        detail: fn(&postbox::Message) -> Option<String>,
+        hang_on: Option<String>,
+    ) -> std::sync::Arc<Effects> {
+        std::sync::Arc::new(Effects {
+            insert: format!("INSERT INTO {schema}.effects VALUES ($1, $2)"),
+            detail,
+            duplicates: Default::default(),
+            hang_on,
+            hung: tokio::sync::Notify::new(),
+        })
+    }
+
+    /// Duplicates skipped so far.
+    pub fn duplicates(&self) -> usize {
+        self.duplicates.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl postbox::Handler for Effects {
+    async fn handle(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        msg: &postbox::Message,
+    ) -> Result<(), postbox::BoxError> {
+        sqlx::query(&self.insert)
+            .bind(&msg.id)
+            .bind((self.detail)(msg))
+            .execute(tx)
+            .await?;
+        Ok(())
+    }
+    async fn after_commit(&self, msg: &postbox::Message) {
+        if self.hang_on.as_deref() == Some(msg.id.as_str()) {
+            self.hung.notify_one();
+            std::future::pending::<()>().await;
+        }
+    }
+    async fn on_duplicate(&self, _msg: &postbox::Message) {
+        self.duplicates
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
