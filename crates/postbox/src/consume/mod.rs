@@ -158,7 +158,7 @@ pub enum ConsumeError {
     Cancelled,
     /// The message failed and could not be kept as a dead letter, for a
     /// reason the database will not heal by itself.
-    #[error("message {message_id} failed and cannot be kept as a dead letter: {source}. Run `postbox migrate` on the inbox's schema (and `postbox grant --kind consumer` for a consumer role)")]
+    #[error("message {message_id} failed and cannot be kept as a dead letter: {source}. Run `postbox migrate` on the inbox's schema (and `postbox grant --as consumer` for a consumer role)")]
     DeadLetter {
         /// The message.
         message_id: String,
