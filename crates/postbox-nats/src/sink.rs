@@ -129,12 +129,7 @@ impl Sink for NatsSink {
     async fn send_wave(&self, wave: Vec<Encoded<'_, Outgoing>>) -> Vec<Result<(), SinkError>> {
         let js = match self.context().await {
             Ok(js) => js,
-            Err(e) => {
-                return wave
-                    .iter()
-                    .map(|_| Err(SinkError::transient(e.to_string())))
-                    .collect()
-            }
+            Err(e) => return SinkError::unreachable(wave.len(), &e),
         };
         // Publish the whole wave, then await its PubAcks.
         let mut pending = Vec::with_capacity(wave.len());

@@ -256,12 +256,7 @@ impl Sink for RabbitmqSink {
     async fn send_wave(&self, wave: Vec<Encoded<'_, Outgoing>>) -> Vec<Result<(), SinkError>> {
         let (connection, channel) = match self.channel().await {
             Ok(c) => c,
-            Err(e) => {
-                return wave
-                    .iter()
-                    .map(|_| Err(SinkError::transient(e.to_string())))
-                    .collect()
-            }
+            Err(e) => return SinkError::unreachable(wave.len(), &e),
         };
         // Publish the whole wave, then await its confirms.
         let mut pending = Vec::with_capacity(wave.len());

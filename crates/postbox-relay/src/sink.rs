@@ -99,6 +99,13 @@ impl SinkError {
     pub fn is_transient(&self) -> bool {
         matches!(self, SinkError::Transient { .. })
     }
+    /// The broker could not be reached for a whole wave: the same transient
+    /// failure for each of its `n` messages.
+    pub fn unreachable(n: usize, why: &dyn std::fmt::Display) -> Vec<Result<(), SinkError>> {
+        (0..n)
+            .map(|_| Err(SinkError::transient(why.to_string())))
+            .collect()
+    }
     /// A rejection with a message only.
     pub fn rejected(message: impl Into<String>) -> Self {
         SinkError::Rejected {
@@ -213,4 +220,10 @@ pub trait Destination: Send + Sync + 'static {
 
     /// Whether the broker is reachable now (for readiness).
     async fn check(&self) -> Result<(), SinkError>;
+
+    /// A [`publish`](Destination::publish) was cut off (no answer within
+    /// `publish_timeout`): drop connections and clients, whose state a
+    /// cancelled send may have left half-done (an AMQP channel's confirm
+    /// numbering, a producer's sequence), so the next batch starts afresh.
+    async fn reset(&self) {}
 }

@@ -194,11 +194,19 @@ async fn rabbitmq_refusals_are_dead_lettered_while_other_keys_flow() {
     ctx.produce(events).await;
     let mut args: Vec<&str> = FAST_DEAD_LETTER.to_vec();
     args.extend(["--rabbitmq-max-message-bytes", "1000"]);
-    let _relay = relay(&ctx, &args);
-    wait_until(LONG, "eight dead letters", || async {
-        ctx.dead_letters().await.len() >= 8
-    })
-    .await;
+    let relay = relay(&ctx, &args);
+    let deadline = std::time::Instant::now() + LONG;
+    while ctx.dead_letters().await.len() < 8 {
+        // Say what was there, so a failure here can be read.
+        assert!(
+            std::time::Instant::now() < deadline,
+            "eight dead letters within {LONG:?}; got {:?}; unsent {}; relay:\n{}",
+            ctx.dead_letters().await,
+            ctx.unsent().await,
+            relay.output()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     let mut dead_topics: Vec<String> = sqlx::query_scalar(&format!(
         "SELECT topic FROM {}.outbox_dead_letter ORDER BY topic",
         ctx.schema
@@ -313,28 +321,7 @@ async fn rabbitmq_inbox_consumer_applies_each_message_once_across_a_crash() {
         },
         stop.clone(),
     );
-    let judge = async {
-        wait_until(LONG, "20 effects and the redelivery skipped", || async {
-            let n: i64 =
-                sqlx::query_scalar(&format!("SELECT count(*) FROM {}.effects", ctx.schema))
-                    .fetch_one(&ctx.pool)
-                    .await
-                    .unwrap();
-            n == 20 && second.duplicates() >= 1
-        })
-        .await;
-        stop.cancel();
-    };
-    let (consumed, ()) = tokio::join!(consume, judge);
-    consumed.unwrap();
-    let distinct: i64 = sqlx::query_scalar(&format!(
-        "SELECT count(DISTINCT message_id) FROM {}.effects WHERE key = 'k'",
-        ctx.schema
-    ))
-    .fetch_one(&ctx.pool)
-    .await
-    .unwrap();
-    assert_eq!(distinct, 20, "each effect once, the key carried");
+    recovers_once(&ctx, &second, 20, &stop, consume).await;
     drop(relay);
     tidy(&ch, std::slice::from_ref(&ctx.queue)).await;
     ctx.cleanup().await;

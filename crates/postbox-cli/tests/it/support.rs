@@ -272,3 +272,40 @@ impl postbox::Handler for Effects {
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 }
+
+/// The second half of a consumer-crash test: run `consume` (a fresh consumer
+/// after the first died between its inbox commit and its ack) until all `n`
+/// effects are recorded and the redelivery was skipped, then stop it, and
+/// check each effect is there once with its key `k`.
+pub async fn recovers_once<F>(
+    ctx: &Ctx,
+    second: &Effects,
+    n: i64,
+    stop: &tokio_util::sync::CancellationToken,
+    consume: F,
+) where
+    F: std::future::Future<Output = Result<(), postbox::BoxError>>,
+{
+    let judge = async {
+        wait_until(LONG, "every effect and the redelivery skipped", || async {
+            let done: i64 =
+                sqlx::query_scalar(&format!("SELECT count(*) FROM {}.effects", ctx.schema))
+                    .fetch_one(&ctx.pool)
+                    .await
+                    .unwrap();
+            done == n && second.duplicates() >= 1
+        })
+        .await;
+        stop.cancel();
+    };
+    let (consumed, ()) = tokio::join!(consume, judge);
+    consumed.unwrap();
+    let distinct: i64 = sqlx::query_scalar(&format!(
+        "SELECT count(DISTINCT message_id) FROM {}.effects WHERE key = 'k'",
+        ctx.schema
+    ))
+    .fetch_one(&ctx.pool)
+    .await
+    .unwrap();
+    assert_eq!(distinct, n, "each effect once, the key carried");
+}
