@@ -203,6 +203,10 @@ impl<S: Sink> Destination for Delivery<S> {
     async fn check(&self) -> Result<(), SinkError> {
         self.sink.check().await
     }
+
+    async fn reset(&self) {
+        self.sink.reset().await
+    }
 }
 
 /// Whether `batch` goes as one group: some key is at least

@@ -130,6 +130,13 @@ impl Destination for Router {
         }
         Ok(())
     }
+
+    async fn reset(&self) {
+        self.default.reset().await;
+        for (_, s) in &self.routes {
+            s.reset().await;
+        }
+    }
 }
 
 #[cfg(test)]

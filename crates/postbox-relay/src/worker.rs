@@ -346,10 +346,15 @@ impl Worker {
                 tracing::error!(sink = self.sink.name(), expected = batch.len(), got = d.len(), "sink broke its contract (wrong number of results); treating the batch as not delivered");
                 all_failed("sink returned a wrong number of results".into())
             }
-            Err(_) => all_failed(format!(
-                "no acknowledgement within publish_timeout ({:?})",
-                self.config.publish_timeout
-            )),
+            Err(_) => {
+                // The cut-off send may have left the client half-way (the
+                // delivery layer never saw an answer, so it did not reset).
+                self.sink.reset().await;
+                all_failed(format!(
+                    "no acknowledgement within publish_timeout ({:?})",
+                    self.config.publish_timeout
+                ))
+            }
         }
     }
 
