@@ -45,6 +45,7 @@ async fn measure(
             redis_proxy: false,
             pg_proxy: false,
             db_hosts: None,
+            ..Default::default()
         },
     )
     .await?;

@@ -3,6 +3,7 @@
 //! records what every process reports, and judges the history.
 
 mod backlog;
+mod brokers;
 mod history;
 mod infra;
 mod latency;
@@ -104,6 +105,9 @@ struct SeedArgs {
     /// Which system to run it against.
     #[arg(long, value_enum, default_value = "both")]
     version: Version,
+    /// The broker between the services; v1 (the naive dual write) runs over BullMQ only.
+    #[arg(long, value_enum, default_value = "bullmq")]
+    broker: chat::service::Broker,
     /// Repeat v2 this many times (the result must not change).
     #[arg(long, default_value_t = 1)]
     runs: usize,
@@ -145,12 +149,22 @@ async fn command(command: Command) -> Result<bool, chat::Error> {
     match command {
         Command::Seed(a) => {
             let mut ok = true;
-            if matches!(a.version, Version::V1 | Version::Both) {
-                ok &= seed::run(&a.admin_url, Version::V1).await?;
+            let bullmq = a.broker == chat::service::Broker::Bullmq;
+            match a.version {
+                Version::V1 if !bullmq => {
+                    return Err("v1 (the naive dual write) runs over BullMQ only".into())
+                }
+                Version::Both if !bullmq => {
+                    println!("(v1, the naive dual write, runs over BullMQ only: v2 alone)")
+                }
+                Version::V1 | Version::Both => {
+                    ok &= seed::run(&a.admin_url, Version::V1, a.broker).await?;
+                }
+                Version::V2 => {}
             }
             if matches!(a.version, Version::V2 | Version::Both) {
                 for _ in 0..a.runs {
-                    ok &= seed::run(&a.admin_url, Version::V2).await?;
+                    ok &= seed::run(&a.admin_url, Version::V2, a.broker).await?;
                 }
             }
             Ok::<bool, chat::Error>(ok)

@@ -272,7 +272,7 @@ mod tests {
         tokio::spawn(async move {
             let (mut s, _) = l.accept().await.unwrap();
             let mut b = [0u8; 64];
-            while s.read(&mut b).await.map_or(false, |n| n > 0) {}
+            while s.read(&mut b).await.is_ok_and(|n| n > 0) {}
             let _ = closed_tx.send(());
         });
         let p = Proxy::start(target).await.unwrap();

@@ -118,6 +118,7 @@ pub async fn run(admin_url: &str, name: &str) -> Result<bool, chat::Error> {
                 .as_ref()
                 .zip(cluster.as_ref())
                 .map(|(s, p)| format!("127.0.0.1:{},127.0.0.1:{}", p.port(), s.port())),
+            ..Default::default()
         },
     )
     .await?;

@@ -1,11 +1,12 @@
 //! The reference experiment (seed 000): ten messages, one every 400 ms, from
 //! consumers to workers. Workers is redeployed during messages 4–6; during
-//! 7–8 Redis goes down and consumers (with its relay) is redeployed; in v2 the
+//! 7–8 the broker (Redis, or RabbitMQ / NATS with `--broker`) goes down and consumers (with its relay) is redeployed; in v2 the
 //! workers service also crashes right after recording message 2 in its inbox.
 
 use crate::history::{Kind, Msg};
 use crate::world::{Options, Service, World};
 use crate::Version;
+use chat::service::Broker;
 use std::time::{Duration, Instant};
 
 const MESSAGES: u32 = 10;
@@ -13,16 +14,26 @@ const EVERY: Duration = Duration::from_millis(400);
 
 /// Run the scenario once; prints the timeline and the summary; true if the
 /// verdict is what this version must give (v2: clean; v1: the seed's losses).
-pub async fn run(admin_url: &str, version: Version) -> Result<bool, chat::Error> {
+pub async fn run(admin_url: &str, version: Version, broker: Broker) -> Result<bool, chat::Error> {
     let v2 = version == Version::V2;
+    let over = match broker {
+        Broker::Bullmq => "",
+        Broker::Rabbitmq => " over RabbitMQ",
+        Broker::Nats => " over NATS JetStream",
+    };
     println!(
-        "== seed scenario, {}",
+        "== seed scenario, {}{over}",
         if v2 {
             "v2 (postbox)"
         } else {
             "v1 (INSERT, then queue.add)"
         }
     );
+    let broker_name = match broker {
+        Broker::Bullmq => "redis",
+        Broker::Rabbitmq => "rabbitmq",
+        Broker::Nats => "nats",
+    };
     let mut w = World::start(
         admin_url,
         Options {
@@ -32,6 +43,7 @@ pub async fn run(admin_url: &str, version: Version) -> Result<bool, chat::Error>
             redis_proxy: false,
             pg_proxy: false,
             db_hosts: None,
+            broker,
         },
     )
     .await?;
@@ -56,8 +68,8 @@ pub async fn run(admin_url: &str, version: Version) -> Result<bool, chat::Error>
             history.harness("deploy", "workers stopped");
         }
         if n == 7 {
-            w.redis.down().await?;
-            history.harness("redis", "down");
+            w.broker_down().await?;
+            history.harness(broker_name, "down");
         }
         w.send(Msg { chat: 1, n }).await?;
         if n == 6 {
@@ -69,8 +81,8 @@ pub async fn run(admin_url: &str, version: Version) -> Result<bool, chat::Error>
             history.harness("deploy", "consumers stopped");
             w.consumers.start(&[]).await?;
             history.harness("deploy", "consumers started");
-            w.redis.up().await?;
-            history.harness("redis", "up");
+            w.broker_up().await?;
+            history.harness(broker_name, "up");
         }
         if !crash_handled && history.count(|k| matches!(k, Kind::Crashed(_))) > 0 {
             restart_after_crash(&mut w.workers, &w.history).await?;

@@ -89,6 +89,7 @@ pub async fn run(duration: Duration, seed: Option<u64>) -> Result<bool, chat::Er
             redis_proxy: true,
             pg_proxy: true,
             db_hosts: None,
+            ..Default::default()
         },
     )
     .await?;

@@ -1,6 +1,8 @@
-//! A running chat system for one scenario: its own Redis, per-run schemas and
-//! roles, both services and their relays, all real processes.
+//! A running chat system for one scenario: its own Redis (and, over another
+//! broker, its own RabbitMQ node or NATS server), per-run schemas and roles,
+//! both services and their relays, all real processes.
 
+use crate::brokers::Node;
 use crate::history::{History, Kind, Msg};
 use crate::infra::{free_port, sibling, Proc, Redis};
 use crate::proxy::Proxy;
@@ -58,7 +60,10 @@ impl Service {
 
 pub struct World {
     pub history: History,
+    /// BullMQ's Redis (started for every world: the fault scenarios use it).
     pub redis: Redis,
+    /// The broker, when it is not BullMQ.
+    pub node: Option<Node>,
     /// Between the services/relays and Redis, if [`Options::redis_proxy`].
     pub proxy: Option<Proxy>,
     pub consumers: Service,
@@ -67,8 +72,8 @@ pub struct World {
     postbox_bin: PathBuf,
     /// Between the first consumers relay and PostgreSQL, if [`Options::pg_proxy`].
     pub pg_proxy: Option<Proxy>,
-    /// The Redis URL the services and relays use (the proxy's, if any).
-    redis_url: String,
+    /// The broker flags of the relays (the Redis URL is the proxy's, if any).
+    relay_broker_args: Vec<String>,
     sender: Sender,
     v2: bool,
 }
@@ -91,6 +96,8 @@ pub struct Options {
     /// Give the services and relays this libpq host list instead of the
     /// admin URL's host, with `target_session_attrs=read-write` (failover).
     pub db_hosts: Option<String>,
+    /// The broker between the services (BullMQ by default).
+    pub broker: chat::service::Broker,
 }
 
 impl World {
@@ -99,6 +106,7 @@ impl World {
         let chat_bin = sibling("chat")?;
         let postbox_bin = sibling("postbox")?;
         let redis = Redis::start(history.clone()).await?;
+        let node = Node::start(o.broker).await;
         let proxy = if o.redis_proxy {
             Some(Proxy::start(([127, 0, 0, 1], redis.port).into()).await?)
         } else {
@@ -122,6 +130,10 @@ impl World {
             None
         };
         let pg_proxy_port = pg_proxy.as_ref().map(|p| p.port());
+        let (service_broker_args, relay_broker_args) = match &node {
+            Some(n) => (n.service_args(), n.relay_args()),
+            None => (vec![], vec!["--redis-url".to_owned(), redis_url.clone()]),
+        };
         let sfx = &uuid::Uuid::new_v4().simple().to_string()[..8];
         let (cs, ws) = (
             format!("chaos_{sfx}_consumers"),
@@ -171,7 +183,9 @@ impl World {
                     mode,
                 ]
                 .map(String::from)
-                .to_vec(),
+                .into_iter()
+                .chain(service_broker_args.iter().cloned())
+                .collect(),
                 history.clone(),
             );
             let relays = (0..if o.v2 { relays } else { 0 })
@@ -190,7 +204,7 @@ impl World {
                         &format!("relay({service}#{i})"),
                         &url,
                         schema,
-                        &redis_url,
+                        &relay_broker_args,
                         &o.relay_flags,
                         &history,
                     )
@@ -211,12 +225,13 @@ impl World {
             sender: Sender::new(consumers.port, history.clone()),
             history,
             redis,
+            node,
             proxy,
             pg_proxy,
             consumers,
             workers,
             postbox_bin,
-            redis_url,
+            relay_broker_args,
             v2: o.v2,
         })
     }
@@ -228,10 +243,32 @@ impl World {
             name,
             &self.consumers.url,
             &self.consumers.schema,
-            &self.redis_url,
+            &self.relay_broker_args,
             flags,
             &self.history,
         )
+    }
+
+    /// Take the broker down (a clean stop), whichever it is.
+    pub async fn broker_down(&mut self) -> Result<(), chat::Error> {
+        match &mut self.node {
+            Some(n) => {
+                n.down();
+                Ok(())
+            }
+            None => self.redis.down().await,
+        }
+    }
+
+    /// Bring the broker back.
+    pub async fn broker_up(&mut self) -> Result<(), chat::Error> {
+        match &mut self.node {
+            Some(n) => {
+                n.up().await;
+                Ok(())
+            }
+            None => self.redis.up().await,
+        }
     }
 
     /// Send one message from consumers (see [`Sender::send`]).
@@ -375,7 +412,7 @@ fn relay_proc(
     name: &str,
     url: &str,
     schema: &str,
-    redis: &str,
+    broker: &[String],
     flags: &[String],
     history: &History,
 ) -> Proc {
@@ -387,8 +424,6 @@ fn relay_proc(
         schema,
         "--workers",
         "2",
-        "--redis-url",
-        redis,
         "--backoff-max",
         "500ms",
         "--publish-timeout",
@@ -398,6 +433,7 @@ fn relay_proc(
     ]
     .map(String::from)
     .to_vec();
+    args.extend(broker.iter().cloned());
     args.extend(flags.iter().cloned());
     Proc::new(name, bin.to_path_buf(), args, history.clone())
 }

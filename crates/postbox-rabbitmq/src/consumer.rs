@@ -12,9 +12,12 @@
 
 use futures::StreamExt;
 use lapin::message::Delivery;
-use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions};
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicQosOptions, ExchangeDeclareOptions,
+    QueueBindOptions, QueueDeclareOptions,
+};
 use lapin::types::{AMQPValue, FieldTable};
-use lapin::Channel;
+use lapin::{Channel, ExchangeKind};
 use postbox::{BoxError, Handler, InboxConsumer, Message};
 use tokio_util::sync::CancellationToken;
 
@@ -81,6 +84,43 @@ fn text_headers(table: &FieldTable) -> Vec<(String, String)> {
             Some((k.to_string(), text))
         })
         .collect()
+}
+
+/// For quick starts (the sink's `declare = true` calls it too): a durable
+/// `topic` exchange, a durable queue with `x-single-active-consumer` (so
+/// per-key order holds with several consumer instances: one of them gets
+/// the deliveries, another takes over when it goes), bound with `#` to
+/// everything the exchange routes. Idempotent; a queue declared before with
+/// other arguments is a 406 PRECONDITION_FAILED.
+pub async fn declare(channel: &Channel, exchange: &str, queue: &str) -> Result<(), lapin::Error> {
+    let durable = ExchangeDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    channel
+        .exchange_declare(
+            exchange.into(),
+            ExchangeKind::Topic,
+            durable,
+            FieldTable::default(),
+        )
+        .await?;
+    let mut args = FieldTable::default();
+    args.insert("x-single-active-consumer".into(), AMQPValue::Boolean(true));
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    channel.queue_declare(queue.into(), durable, args).await?;
+    channel
+        .queue_bind(
+            queue.into(),
+            exchange.into(),
+            "#".into(),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await
 }
 
 /// Consume `queue` on `channel` until `shutdown`, each delivery through

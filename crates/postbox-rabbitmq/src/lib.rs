@@ -14,7 +14,7 @@ mod sink;
 
 #[cfg(feature = "sink")]
 pub use config::{RabbitmqConfig, RoutingKey, TopicRoute};
-pub use consumer::{inbox_consumer, message, ConsumerOptions};
+pub use consumer::{declare, inbox_consumer, message, ConsumerOptions};
 /// The inbox loop this crate's consumer wraps, re-exported: a consumer needs
 /// no other postbox crate.
 pub use postbox::{

@@ -10,10 +10,7 @@
 //! answers to delivered, transient or rejected.
 
 use crate::config::RabbitmqConfig;
-use lapin::options::{
-    BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions, QueueBindOptions,
-    QueueDeclareOptions,
-};
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{
     BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, ExchangeKind,
@@ -44,9 +41,12 @@ pub struct RabbitmqSink {
     exchanges: std::sync::Mutex<HashMap<String, Option<Instant>>>,
 }
 
+/// One connection, and its idle publishing channels. Each wave publishes
+/// on a channel of its own: the broker refuses a message by closing its
+/// channel, and that must cost only that wave.
 struct Session {
     connection: Arc<Connection>,
-    channel: Channel,
+    idle: Vec<Channel>,
 }
 
 impl RabbitmqSink {
@@ -61,15 +61,26 @@ impl RabbitmqSink {
         })
     }
 
-    /// The publishing channel (confirms on), connecting afresh if needed.
+    /// A publishing channel (confirms on) for one wave, connecting afresh
+    /// if needed; give it back with [`RabbitmqSink::put_back`].
     async fn channel(&self) -> Result<(Arc<Connection>, Channel), SinkError> {
         let mut session = self.session.lock().await;
-        if let Some(s) = session.as_ref() {
-            if s.channel.status().connected() && s.connection.status().connected() {
-                return Ok((s.connection.clone(), s.channel.clone()));
+        if let Some(s) = session.as_mut() {
+            if s.connection.status().connected() {
+                while let Some(channel) = s.idle.pop() {
+                    if channel.status().connected() {
+                        return Ok((s.connection.clone(), channel));
+                    }
+                }
+                let channel = confirming_channel(&s.connection).await?;
+                return Ok((s.connection.clone(), channel));
             }
         }
         *session = None;
+        // A new connection may be to a node that restarted and lost (or
+        // never had) what was seen before: look each exchange up again, and
+        // with `declare` declare it again.
+        self.exchanges.lock().expect("exchanges").clear();
         let connection =
             Connection::connect(self.config.url.expose(), ConnectionProperties::default())
                 .await
@@ -77,19 +88,25 @@ impl RabbitmqSink {
                     classify(&e, &format!("connecting to {}", self.config.redacted_url()))
                 })?;
         let connection = Arc::new(connection);
-        let channel = connection
-            .create_channel()
-            .await
-            .map_err(|e| classify(&e, "opening a channel"))?;
-        channel
-            .confirm_select(ConfirmSelectOptions::default())
-            .await
-            .map_err(|e| classify(&e, "enabling publisher confirms"))?;
+        let channel = confirming_channel(&connection).await?;
         *session = Some(Session {
             connection: connection.clone(),
-            channel: channel.clone(),
+            idle: Vec::new(),
         });
         Ok((connection, channel))
+    }
+
+    /// A wave's channel back to the idle ones, if it is still open and of
+    /// the current connection.
+    async fn put_back(&self, connection: &Arc<Connection>, channel: Channel) {
+        if !channel.status().connected() {
+            return;
+        }
+        if let Some(s) = self.session.lock().await.as_mut() {
+            if Arc::ptr_eq(&s.connection, connection) {
+                s.idle.push(channel);
+            }
+        }
     }
 
     /// Why events for `exchange` must be refused, if they must: it does not
@@ -112,24 +129,25 @@ impl RabbitmqSink {
             .create_channel()
             .await
             .map_err(|e| classify(&e, "opening a channel"))?;
-        let durable = ExchangeDeclareOptions {
-            passive: !self.config.declare,
-            durable: true,
-            ..Default::default()
+        let looked_up = if self.config.declare {
+            crate::declare(&probe, exchange, topic).await
+        } else {
+            let passive = ExchangeDeclareOptions {
+                passive: true,
+                durable: true,
+                ..Default::default()
+            };
+            probe
+                .exchange_declare(
+                    exchange.into(),
+                    ExchangeKind::Topic,
+                    passive,
+                    FieldTable::default(),
+                )
+                .await
         };
-        let looked_up = probe
-            .exchange_declare(
-                exchange.into(),
-                ExchangeKind::Topic,
-                durable,
-                FieldTable::default(),
-            )
-            .await;
         let found = match looked_up {
             Ok(()) => {
-                if self.config.declare {
-                    declare_queue(&probe, exchange, topic).await?;
-                }
                 let _ = probe.close(200, "done".into()).await;
                 true
             }
@@ -148,30 +166,16 @@ impl RabbitmqSink {
     }
 }
 
-/// `declare = true`: a durable queue named after the topic, one consumer at
-/// a time (so per-key order holds with several consumer instances), bound to
-/// everything the exchange routes.
-async fn declare_queue(channel: &Channel, exchange: &str, queue: &str) -> Result<(), SinkError> {
-    let mut args = FieldTable::default();
-    args.insert("x-single-active-consumer".into(), AMQPValue::Boolean(true));
-    let durable = QueueDeclareOptions {
-        durable: true,
-        ..Default::default()
-    };
-    channel
-        .queue_declare(queue.into(), durable, args)
+async fn confirming_channel(connection: &Connection) -> Result<Channel, SinkError> {
+    let channel = connection
+        .create_channel()
         .await
-        .map_err(|e| classify(&e, &format!("declaring queue {queue:?}")))?;
+        .map_err(|e| classify(&e, "opening a channel"))?;
     channel
-        .queue_bind(
-            queue.into(),
-            exchange.into(),
-            "#".into(),
-            QueueBindOptions::default(),
-            FieldTable::default(),
-        )
+        .confirm_select(ConfirmSelectOptions::default())
         .await
-        .map_err(|e| classify(&e, &format!("binding queue {queue:?} to {exchange:?}")))
+        .map_err(|e| classify(&e, "enabling publisher confirms"))?;
+    Ok(channel)
 }
 
 fn missing_exchange(exchange: &str) -> SinkError {
@@ -298,12 +302,24 @@ impl Sink for RabbitmqSink {
         // events by their message_id, never by the confirm that carried them.
         let mut answers = Vec::with_capacity(wave.len());
         let mut returned = std::collections::HashSet::new();
+        // The broker refuses a message (406 too large, 404 exchange gone) by
+        // closing the channel: it handles a channel's messages in order, so
+        // the first one to fail that way is the refused one, and the later
+        // ones were discarded unread — transient, sent again on a new channel.
+        let mut refused_one = false;
         for sent in pending {
             let answer = match sent {
                 Err(e) => Err(e),
-                Ok(confirm) => confirm
-                    .await
-                    .map_err(|e| classify(&e, "awaiting a confirm")),
+                Ok(confirm) => confirm.await.map_err(|e| {
+                    let err = classify(&e, "awaiting a confirm");
+                    if matches!(err, SinkError::Rejected { .. }) && std::mem::replace(&mut refused_one, true) {
+                        SinkError::transient(format!(
+                            "RabbitMQ closed the channel on an earlier message of the batch ({e}); sent again"
+                        ))
+                    } else {
+                        err
+                    }
+                }),
             };
             if let Ok(Confirmation::Ack(Some(r)) | Confirmation::Nack(Some(r))) = &answer {
                 if let Some(id) = r.delivery.properties.message_id() {
@@ -335,14 +351,14 @@ impl Sink for RabbitmqSink {
             });
         }
         // A rejection the broker gave by closing the channel (404 on a deleted
-        // exchange, 406) takes the channel with it: start afresh next time.
-        if results.iter().any(|r| r.is_err()) && !channel.status().connected() {
+        // exchange, 406) took the channel with it; look the exchanges up again.
+        if !channel.status().connected() {
             for m in &wave {
                 let (exchange, _) = self.config.route(&m.event.topic, m.event.key.as_deref());
                 self.exchanges.lock().expect("exchanges").remove(exchange);
             }
-            *self.session.lock().await = None;
         }
+        self.put_back(&connection, channel).await;
         results
     }
 

@@ -67,6 +67,17 @@ impl NatsServer {
         .await;
     }
 
+    /// SIGTERM the server and wait for it to exit (a clean shutdown, its
+    /// store flushed).
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &c.id().to_string()])
+                .status();
+            let _ = c.wait();
+        }
+    }
+
     /// SIGKILL the server.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {

@@ -2,12 +2,16 @@
 //!
 //! Each service owns one schema (its messages plus postbox's outbox and
 //! inbox), writes a message and its event in one transaction, and learns of
-//! the peer's messages only through BullMQ, de-duplicated by its inbox.
+//! the peer's messages only through the broker (BullMQ, RabbitMQ or NATS
+//! JetStream), de-duplicated by its inbox.
 
+mod consume;
 pub mod demo;
 pub mod http;
 pub mod lines;
 pub mod model;
+mod naive;
+mod receiver;
 pub mod service;
 pub mod setup;
 

@@ -1,7 +1,7 @@
 //! One chat service: HTTP API and page, socket.io rooms, the inbox worker for
 //! messages and receipts from the peer, and (optionally) its own relay.
 
-use crate::model::{self, Message, MessageCreated, MessageReceived, MAX_BODY_CHARS};
+use crate::model::{self, Message, MessageCreated, MAX_BODY_CHARS};
 use crate::Error;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
@@ -9,10 +9,8 @@ use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use postbox::{Event, Inbox, Outbox, SchemaName};
-use postbox_bullmq::bullmq::options::RedisConnectionOptions;
-use postbox_bullmq::bullmq::{Job, WorkerOptions};
-use postbox_bullmq::{inbox_worker, BullmqConfig, BullmqSink};
+use postbox::{Event, Outbox, SchemaName};
+use postbox_relay::SinkConfig;
 use serde::Deserialize;
 use socketioxide::extract::{Data, SocketRef};
 use socketioxide::SocketIo;
@@ -29,6 +27,18 @@ pub enum Mode {
     V1,
     /// postbox: outbox in the message's transaction, relay, inbox.
     V2,
+}
+
+/// The broker between the services.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Broker {
+    /// BullMQ queues in Redis (the seed's).
+    #[default]
+    Bullmq,
+    /// RabbitMQ: an exchange and a queue per service.
+    Rabbitmq,
+    /// NATS JetStream: a stream per service.
+    Nats,
 }
 
 #[derive(clap::Args, Clone)]
@@ -56,13 +66,34 @@ pub struct Args {
         default_value = "redis://127.0.0.1:6379"
     )]
     pub redis_url: String,
+    /// The broker the services talk through (`rabbitmq` and `nats` need `--mode v2`).
+    #[arg(long, value_enum, default_value = "bullmq")]
+    pub broker: Broker,
+    /// AMQP URL, with `--broker rabbitmq`.
+    #[arg(
+        long,
+        env = "RABBITMQ_URL",
+        hide_env_values = true,
+        default_value = "amqp://guest:guest@127.0.0.1:5672/%2f"
+    )]
+    pub rabbitmq_url: String,
+    /// NATS URL, with `--broker nats`.
+    #[arg(
+        long,
+        env = "NATS_URL",
+        hide_env_values = true,
+        default_value = "nats://127.0.0.1:4222"
+    )]
+    pub nats_url: String,
     /// Address of the HTTP server.
     #[arg(long, default_value = "127.0.0.1:8081")]
     pub listen: String,
     /// Run the relay inside this process instead of a separate `postbox relay`.
     #[arg(long)]
     pub embedded_relay: bool,
-    /// BullMQ job lock duration (ms): how soon a job of a crashed worker is redelivered.
+    /// How soon a message a crashed consumer held is redelivered (ms): BullMQ's
+    /// job lock duration, JetStream's ack wait (RabbitMQ redelivers as soon as
+    /// the connection closes).
     #[arg(long, default_value_t = 30_000)]
     pub lock_duration_ms: u64,
     /// v2 (postbox) or v1 (the seed's naive dual write, for comparison).
@@ -70,30 +101,30 @@ pub struct Args {
     pub mode: Mode,
 }
 
-struct Svc {
-    service: String,
-    peer: String,
-    mode: Mode,
+pub struct Svc {
+    pub(crate) service: String,
+    pub(crate) peer: String,
+    pub(crate) mode: Mode,
     /// v1 only: the in-memory buffer of events not yet in Redis.
-    v1_buffer: Option<tokio::sync::mpsc::UnboundedSender<MessageCreated>>,
+    pub(crate) v1_buffer: Option<tokio::sync::mpsc::UnboundedSender<MessageCreated>>,
     /// Test hook: exit right after the inbox commit of this message body.
-    crash_after_inbox: Option<String>,
-    peer_topic: String,
-    pool: PgPool,
-    outbox: Outbox,
-    io: SocketIo,
-    q_list: String,
-    q_exists: String,
-    q_insert: String,
-    q_history: String,
-    q_received: String,
-    q_received_naive: String,
-    q_delivered: String,
+    pub(crate) crash_after_inbox: Option<String>,
+    pub(crate) peer_topic: String,
+    pub(crate) pool: PgPool,
+    pub(crate) outbox: Outbox,
+    pub(crate) io: SocketIo,
+    pub(crate) q_list: String,
+    pub(crate) q_exists: String,
+    pub(crate) q_insert: String,
+    pub(crate) q_history: String,
+    pub(crate) q_received: String,
+    pub(crate) q_received_naive: String,
+    pub(crate) q_delivered: String,
 }
 
 impl Svc {
     /// Push a message from the peer to the browsers in its chat room.
-    async fn show_received(&self, m: MessageCreated) -> Message {
+    pub(crate) async fn show_received(&self, m: MessageCreated) -> Message {
         let msg = Message {
             id: m.id,
             chat_id: m.chat_id,
@@ -115,13 +146,16 @@ impl Svc {
         msg
     }
 
-    fn shown(&self, what: &str) {
+    pub(crate) fn shown(&self, what: &str) {
         // The demo's timeline reads these lines.
         println!("{}: {what}", self.service);
     }
 }
 
 pub async fn run(a: Args) -> Result<(), Error> {
+    if a.mode == Mode::V1 && a.broker != Broker::Bullmq {
+        return Err("--mode v1 (the naive dual write) runs over BullMQ only: drop --broker".into());
+    }
     let schema = SchemaName::new(a.schema.as_deref().unwrap_or(&a.service))?;
     let peer_schema = SchemaName::new(a.peer_schema.as_deref().unwrap_or(&a.peer))?;
     // One server, or a primary and its standbys (a libpq-style host list
@@ -193,34 +227,22 @@ pub async fn run(a: Args) -> Result<(), Error> {
                 .await
         }
     });
-    let opts = WorkerOptions {
-        connection: RedisConnectionOptions {
-            url: a.redis_url.clone(),
-            ..Default::default()
-        },
-        lock_duration: a.lock_duration_ms,
-        stalled_interval: a.lock_duration_ms.min(30_000),
-        drain_delay: 1,
-        ..Default::default()
-    };
-    let consumer = tokio::spawn(consume(
+    let consumer = tokio::spawn(crate::consume::run(
         svc.clone(),
         a.clone(),
         schema.clone(),
-        opts,
         shutdown.clone(),
     ));
     if a.mode == Mode::V1 {
-        tokio::spawn(v1_sender(svc.clone(), a.redis_url.clone(), v1_rx));
+        tokio::spawn(crate::naive::v1_sender(
+            svc.clone(),
+            a.redis_url.clone(),
+            v1_rx,
+        ));
     }
 
     let relay = if a.embedded_relay && a.mode == Mode::V2 {
-        let sink = Arc::new(postbox_relay::Delivery::new(BullmqSink::new(
-            BullmqConfig {
-                redis_url: postbox_relay::Secret::new(a.redis_url.clone()),
-                ..Default::default()
-            },
-        )?));
+        let sink = relay_sink(&a)?;
         let relay = postbox_relay::Relay::new(
             postbox_relay::Config {
                 database_url: postbox_relay::Secret::new(a.database_url.clone()),
@@ -275,8 +297,31 @@ pub async fn run(a: Args) -> Result<(), Error> {
     Ok(())
 }
 
+/// The embedded relay's destination: the broker's sink with its defaults.
+fn relay_sink(a: &Args) -> Result<Arc<dyn postbox_relay::Destination>, Error> {
+    let relay = postbox_relay::Config::default();
+    let secret = postbox_relay::Secret::new;
+    Ok(match a.broker {
+        Broker::Bullmq => postbox_bullmq::BullmqConfig {
+            redis_url: secret(a.redis_url.clone()),
+            ..Default::default()
+        }
+        .build(&relay)?,
+        Broker::Rabbitmq => postbox_rabbitmq::RabbitmqConfig {
+            url: secret(a.rabbitmq_url.clone()),
+            ..Default::default()
+        }
+        .build(&relay)?,
+        Broker::Nats => postbox_nats::NatsConfig {
+            url: secret(a.nats_url.clone()),
+            ..Default::default()
+        }
+        .build(&relay)?,
+    })
+}
+
 /// An API error: status plus `{"error": "..."}`.
-struct ApiError(StatusCode, String);
+pub(crate) struct ApiError(pub(crate) StatusCode, pub(crate) String);
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
@@ -319,7 +364,7 @@ async fn chats(State(s): State<Arc<Svc>>) -> Result<Json<serde_json::Value>, Api
     ))
 }
 
-async fn chat_exists(s: &Svc, conn: &mut PgConnection, id: i64) -> Result<(), ApiError> {
+pub(crate) async fn chat_exists(s: &Svc, conn: &mut PgConnection, id: i64) -> Result<(), ApiError> {
     let exists: bool = sqlx::query_scalar(&s.q_exists)
         .bind(id)
         .fetch_one(conn)
@@ -382,7 +427,7 @@ async fn send(
         ));
     }
     if s.mode == Mode::V1 {
-        return send_naive(&s, id, body).await;
+        return crate::naive::send_naive(&s, id, body).await;
     }
     // The message and its event: one transaction, both or neither.
     let mut tx = s.pool.begin().await?;
@@ -430,266 +475,10 @@ async fn send(
     Ok((StatusCode::CREATED, Json(msg)))
 }
 
-/// Handles the peer's jobs inside the inbox transaction.
-struct Receiver(Arc<Svc>);
-
-impl postbox_bullmq::Handler for Receiver {
-    async fn handle(
-        &self,
-        tx: &mut PgConnection,
-        job: &postbox_bullmq::Message,
-    ) -> Result<(), postbox_bullmq::BoxError> {
-        let s = &self.0;
-        match job.name() {
-            model::CREATED => {
-                let m: MessageCreated = job.json()?;
-                sqlx::query(&s.q_received)
-                    .bind(m.id)
-                    .bind(m.chat_id)
-                    .bind(&m.body)
-                    .bind(&m.sender)
-                    .bind(m.created_at)
-                    .execute(&mut *tx)
-                    .await?;
-                // The receipt leaves in the same transaction as the record.
-                let receipt = MessageReceived {
-                    id: m.id,
-                    chat_id: m.chat_id,
-                };
-                s.outbox
-                    .enqueue(
-                        tx,
-                        Event::new(
-                            &s.peer_topic,
-                            model::RECEIVED,
-                            serde_json::to_value(&receipt)?,
-                        )
-                        .key(format!("chat:{}", m.chat_id)),
-                    )
-                    .await?;
-            }
-            model::RECEIVED => {
-                let r: MessageReceived = job.json()?;
-                sqlx::query(&s.q_delivered)
-                    .bind(r.id)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-            }
-            other => return Err(format!("unknown event {other:?}").into()),
-        }
-        Ok(())
-    }
-
-    async fn after_commit(&self, job: &postbox_bullmq::Message) {
-        let s = &self.0;
-        match job.name() {
-            model::CREATED => {
-                if let Ok(m) = job.json::<MessageCreated>() {
-                    let msg = s.show_received(m).await;
-                    if s.crash_after_inbox.as_deref() == Some(msg.body.as_str()) {
-                        // Committed in the inbox, job not completed: BullMQ redelivers it
-                        // once its lock expires, and the inbox must skip it.
-                        s.shown(&format!("crashed after recording {:?}", msg.body));
-                        std::process::exit(101);
-                    }
-                }
-            }
-            model::RECEIVED => {
-                if let Ok(r) = job.json::<MessageReceived>() {
-                    let status = serde_json::json!({ "id": r.id, "chat_id": r.chat_id, "state": "delivered" });
-                    let _ =
-                        s.io.to(format!("chat:{}", r.chat_id))
-                            .emit("status", &status)
-                            .await;
-                }
-            }
-            _ => {}
-        }
-    }
-
-    async fn on_duplicate(&self, job: &postbox_bullmq::Message) {
-        if job.name() == model::CREATED {
-            let data: serde_json::Value = job.json().unwrap_or_default();
-            let body = data["body"].as_str().unwrap_or_default().to_owned();
-            self.0
-                .shown(&format!("{body:?} again, already in inbox, skipped"));
-        }
-    }
-}
-
-/// Run the consumer of this service's queue until shutdown. Started in the
-/// background and retried, so the service comes up (and keeps its HTTP API)
-/// while Redis is down.
-async fn consume(
-    svc: Arc<Svc>,
-    a: Args,
-    schema: SchemaName,
-    opts: WorkerOptions,
-    shutdown: CancellationToken,
-) {
-    let queue = model::queue_for(schema.as_str());
-    let mut delay = std::time::Duration::from_millis(100);
-    let worker = loop {
-        let started = match svc.mode {
-            Mode::V2 => match Inbox::new(schema.as_str()) {
-                Ok(inbox) => inbox_worker(
-                    postbox::InboxConsumer::new(
-                        svc.pool.clone(),
-                        inbox,
-                        &format!("chat-{}", a.service),
-                    ),
-                    &queue,
-                    Receiver(svc.clone()),
-                    opts.clone(),
-                    shutdown.clone(),
-                )
-                .await
-                .map(Running::Inbox),
-                Err(e) => Err(postbox_bullmq::bullmq::Error::InvalidConfig(e.to_string())),
-            },
-            Mode::V1 => {
-                let s = svc.clone();
-                postbox_bullmq::bullmq::Worker::with_options(
-                    &queue,
-                    move |job: Job, _t| {
-                        let s = s.clone();
-                        async move {
-                            receive_naive(&s, &job).await.map_err(|e| {
-                                postbox_bullmq::bullmq::Error::ProcessingError(e.to_string())
-                            })?;
-                            Ok(serde_json::Value::Null)
-                        }
-                    },
-                    opts.clone(),
-                )
-                .await
-                .map(Running::Naive)
-            }
-        };
-        match started {
-            Ok(w) => break w,
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot start the BullMQ worker yet; retrying");
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(delay) => {}
-                }
-                delay = (delay * 2).min(std::time::Duration::from_secs(2));
-            }
-        }
-    };
-    // A deploy: the job in hand finishes (or, if cut off, is redelivered after its lock expires).
-    // Bounded: with Redis down the worker cannot finish anything anyway.
-    let closing = std::time::Duration::from_secs(3);
-    let _ = match worker {
-        Running::Inbox(w) => w.close_timeout(closing).run().await,
-        Running::Naive(w) => {
-            shutdown.cancelled().await;
-            w.close(closing.as_millis() as u64).await
-        }
-    };
-}
-
-/// The consumer of either mode, once started.
-enum Running {
-    /// v2: through the inbox (serves replays of dead letters until shutdown).
-    Inbox(postbox_bullmq::InboxWorker<Receiver>),
-    /// v1: a plain BullMQ worker.
-    Naive(postbox_bullmq::bullmq::Worker),
-}
-
-type Stored = (
+pub(crate) type Stored = (
     uuid::Uuid,
     i64,
     String,
     chrono::DateTime<chrono::Utc>,
     Option<chrono::DateTime<chrono::Utc>>,
 );
-
-/// v1: INSERT, commit, then hand the event to an in-memory buffer — the dual write.
-async fn send_naive(
-    s: &Svc,
-    id: i64,
-    body: String,
-) -> Result<(StatusCode, Json<Message>), ApiError> {
-    let mut conn = s.pool.acquire().await?;
-    chat_exists(s, &mut conn, id).await?;
-    let (mid, chat_id, body, created_at, _): Stored = sqlx::query_as(&s.q_insert)
-        .bind(id)
-        .bind(&body)
-        .fetch_one(&mut *conn)
-        .await?;
-    let event = MessageCreated {
-        id: mid,
-        chat_id,
-        body: body.clone(),
-        sender: s.service.clone(),
-        created_at,
-    };
-    if let Some(buffer) = &s.v1_buffer {
-        let _ = buffer.send(event);
-    }
-    s.shown(&format!("saved {body:?} in chat {chat_id}"));
-    Ok((
-        StatusCode::CREATED,
-        Json(Message {
-            id: mid,
-            chat_id,
-            body,
-            sender: s.service.clone(),
-            mine: true,
-            created_at,
-            state: "saved".into(),
-        }),
-    ))
-}
-
-/// v1: like ioredis's offline queue, events wait in this process's memory
-/// until Redis takes them. Whatever is here when the process stops is lost.
-async fn v1_sender(
-    s: Arc<Svc>,
-    redis_url: String,
-    mut rx: tokio::sync::mpsc::UnboundedReceiver<MessageCreated>,
-) {
-    use postbox_bullmq::bullmq::{Queue, QueueOptions};
-    let mut queue: Option<Queue> = None;
-    while let Some(event) = rx.recv().await {
-        loop {
-            if queue.is_none() {
-                let opts = QueueOptions {
-                    connection: RedisConnectionOptions {
-                        url: redis_url.clone(),
-                        ..Default::default()
-                    },
-                    ..Default::default()
-                };
-                queue = Queue::with_options(&s.peer_topic, opts).await.ok();
-            }
-            if let Some(q) = &queue {
-                if q.add(model::CREATED, &event)
-                    .job_id(event.id.to_string())
-                    .await
-                    .is_ok()
-                {
-                    break;
-                }
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        }
-    }
-}
-
-/// v1: show what arrives; no inbox, no receipt.
-async fn receive_naive(s: &Svc, job: &Job) -> Result<(), postbox_relay::BoxError> {
-    let m: MessageCreated = serde_json::from_value(job.data().clone())?;
-    sqlx::query(&s.q_received_naive)
-        .bind(m.id)
-        .bind(m.chat_id)
-        .bind(&m.body)
-        .bind(&m.sender)
-        .bind(m.created_at)
-        .execute(&s.pool)
-        .await?;
-    s.show_received(m).await;
-    Ok(())
-}

@@ -453,7 +453,7 @@ async fn kafka_consumer_survives_a_postgresql_crash_mid_stream() {
         .unwrap();
     let schema = postbox::SchemaName::new("consumer_side").unwrap();
     postbox::migrate::run(
-        &mut *pool.acquire().await.unwrap(),
+        &mut pool.acquire().await.unwrap(),
         &schema,
         Default::default(),
     )

@@ -12,20 +12,16 @@ use postbox_rabbitmq::lapin::{Channel, Connection, ConnectionProperties, Exchang
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 
-fn relay(ctx: &Ctx, extra: &[&str]) -> RelayProcess {
-    let url = postbox_testkit::rabbitmq_url();
-    let mut args = vec!["--sink", "rabbitmq", "--rabbitmq-url", &url];
+fn relay(ctx: &Ctx, url: &str, extra: &[&str]) -> RelayProcess {
+    let mut args = vec!["--sink", "rabbitmq", "--rabbitmq-url", url];
     args.extend_from_slice(extra);
     ctx.relay("redis://127.0.0.1:1", &args, &[])
 }
 
-async fn channel() -> (Connection, Channel) {
-    let conn = Connection::connect(
-        &postbox_testkit::rabbitmq_url(),
-        ConnectionProperties::default(),
-    )
-    .await
-    .expect("RabbitMQ runs (./scripts/test.sh starts it)");
+async fn channel(url: &str) -> (Connection, Channel) {
+    let conn = Connection::connect(url, ConnectionProperties::default())
+        .await
+        .expect("RabbitMQ runs (./scripts/test.sh starts it)");
     let ch = conn.create_channel().await.unwrap();
     (conn, ch)
 }
@@ -43,17 +39,16 @@ async fn tidy(ch: &Channel, names: &[String]) {
 }
 
 /// Messages read by amqplib: (key, seq, message id), in queue order.
-async fn amqplib_read(queue: &str, at_least: usize) -> Vec<Value> {
-    let url = postbox_testkit::rabbitmq_url();
+async fn amqplib_read(url: &str, queue: &str, at_least: usize) -> Vec<Value> {
     let n = at_least.to_string();
-    let lines = node("amqp_consume.mjs", &[&url, queue, &n, "15"]).await;
+    let lines = node("amqp_consume.mjs", &[url, queue, &n, "15"]).await;
     serde_json::from_str(lines.last().expect("one JSON line")).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rabbitmq_events_arrive_intact_and_in_key_order_through_relay_kills() {
     let ctx = Ctx::new("rabbit").await;
-    let (_conn, ch) = channel().await;
+    let (_conn, ch) = channel(&postbox_testkit::rabbitmq_url()).await;
     let tp = |i: usize| format!("00-4bf92f3577b34da6a3ce929d0e{i:06x}-00f067aa0ba902b7-01");
     const N: usize = 1000;
     let mut seq: HashMap<String, usize> = HashMap::new();
@@ -70,21 +65,21 @@ async fn rabbitmq_events_arrive_intact_and_in_key_order_through_relay_kills() {
 
     // Declared for a quick start: exchange and queue named after the topic.
     let declare = ["--rabbitmq-declare", "true", "--batch-size", "50"];
-    let mut doomed = relay(&ctx, &declare);
-    let r2 = relay(&ctx, &declare);
+    let mut doomed = relay(&ctx, &postbox_testkit::rabbitmq_url(), &declare);
+    let r2 = relay(&ctx, &postbox_testkit::rabbitmq_url(), &declare);
     wait_until(LONG, "some events relayed", || async {
         ctx.unsent().await < (N as i64) * 3 / 4
     })
     .await;
     doomed.signal("KILL");
     doomed.wait(LONG).await;
-    let r3 = relay(&ctx, &declare);
+    let r3 = relay(&ctx, &postbox_testkit::rabbitmq_url(), &declare);
     wait_until(LONG, "every event relayed", || async {
         ctx.unsent().await == 0
     })
     .await;
 
-    let seen = amqplib_read(&ctx.queue, N).await;
+    let seen = amqplib_read(&postbox_testkit::rabbitmq_url(), &ctx.queue, N).await;
     let rows: HashMap<String, (String, i64)> =
         sqlx::query_as::<_, (String, String, i64)>(&format!(
             "SELECT event_id::text, key, (payload->>'seq')::bigint FROM {}.outbox",
@@ -132,7 +127,7 @@ async fn rabbitmq_events_arrive_intact_and_in_key_order_through_relay_kills() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rabbitmq_refusals_are_dead_lettered_while_other_keys_flow() {
     let ctx = Ctx::new("rabbitbad").await;
-    let (_conn, ch) = channel().await;
+    let (_conn, ch) = channel(&postbox_testkit::rabbitmq_url()).await;
     let good = ctx.queue.clone();
     let unbound = format!("{}-unbound", ctx.queue);
     let absent = format!("{}-absent", ctx.queue);
@@ -194,7 +189,7 @@ async fn rabbitmq_refusals_are_dead_lettered_while_other_keys_flow() {
     ctx.produce(events).await;
     let mut args: Vec<&str> = FAST_DEAD_LETTER.to_vec();
     args.extend(["--rabbitmq-max-message-bytes", "1000"]);
-    let relay = relay(&ctx, &args);
+    let relay = relay(&ctx, &postbox_testkit::rabbitmq_url(), &args);
     let deadline = std::time::Instant::now() + LONG;
     while ctx.dead_letters().await.len() < 8 {
         // Say what was there, so a failure here can be read.
@@ -250,10 +245,101 @@ async fn rabbitmq_refusals_are_dead_lettered_while_other_keys_flow() {
         ctx.unsent().await == 0
     })
     .await;
-    let seen = amqplib_read(&good, 40).await;
+    let seen = amqplib_read(&postbox_testkit::rabbitmq_url(), &good, 40).await;
     assert_eq!(seen.len(), 40, "every good event once, none of the refused");
     assert_eq!(ctx.dead_letters().await.len(), 8);
     tidy(&ch, &[good, unbound]).await;
+    ctx.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rabbitmq_killed_under_load_costs_no_attempts_and_loses_nothing() {
+    let ctx = Ctx::new("rabbitkill").await;
+    // A node of the test's own, with a small server-side size limit.
+    let mut rabbit = postbox_testkit::RabbitmqServer::start("max_message_size = 4096").await;
+    let url = rabbit.url();
+    let mut args: Vec<&str> = FAST_DEAD_LETTER.to_vec();
+    args.extend(["--rabbitmq-declare", "true"]);
+    let relay = relay(&ctx, &url, &args);
+    let produce = |from: usize| {
+        (from..from + 100)
+            .map(|i| ctx.event(&format!("k{}", i % 8), i))
+            .collect::<Vec<_>>()
+    };
+    ctx.produce(produce(0)).await;
+    wait_until(LONG, "the first events sent", || async {
+        ctx.unsent().await == 0
+    })
+    .await;
+    rabbit.kill();
+    ctx.produce(produce(100)).await;
+    // Down: over several failed passes the rows wait, no attempt is counted,
+    // nothing is dead-lettered.
+    wait_until(
+        LONG,
+        "three failed passes against the dead node",
+        || async { relay.output().matches("broker unavailable").count() >= 3 },
+    )
+    .await;
+    let attempts: i64 = sqlx::query_scalar(&format!(
+        "SELECT coalesce(max(attempts), 0)::bigint FROM {}.outbox",
+        ctx.schema
+    ))
+    .fetch_one(&ctx.pool)
+    .await
+    .unwrap();
+    assert_eq!(attempts, 0);
+    assert_eq!(ctx.unsent().await, 100);
+    rabbit.restart().await;
+    wait_until(LONG, "every event sent after the restart", || async {
+        ctx.unsent().await == 0
+    })
+    .await;
+    let dead = ctx.dead_letters().await;
+    assert!(dead.is_empty(), "{dead:?}\n{}", relay.output());
+
+    // The server's own limit (max_message_size, under the sink's
+    // max_message_bytes): the node closes the channel on that message; it is
+    // dead-lettered, the events published beside it are not.
+    let mut more: Vec<_> = (200..220)
+        .map(|i| ctx.event(&format!("k{}", i % 8), i))
+        .collect();
+    more.insert(
+        10,
+        postbox::Event::new(
+            &ctx.queue,
+            "test.event",
+            serde_json::json!({"key": "big", "seq": 1, "pad": "x".repeat(5000)}),
+        )
+        .key("big"),
+    );
+    ctx.produce(more).await;
+    wait_until(LONG, "the oversized event dead-lettered", || async {
+        !ctx.dead_letters().await.is_empty()
+    })
+    .await;
+    wait_until(LONG, "the others sent", || async {
+        ctx.unsent().await == 0
+    })
+    .await;
+    let dead = ctx.dead_letters().await;
+    assert_eq!(dead.len(), 1, "only the oversized event: {dead:?}");
+    assert!(dead[0].1.contains("max size"), "{dead:?}");
+    let seen = amqplib_read(&url, &ctx.queue, 220).await;
+    let ids: HashSet<&str> = seen
+        .iter()
+        .filter_map(|m| m["messageId"].as_str())
+        .collect();
+    assert_eq!(ids.len(), 220, "every event stored, none lost in the kill");
+    // The node discards what follows the oversized message on its channel
+    // and closes it: what it stored but could not confirm before that is
+    // sent again (RabbitMQ does not de-duplicate; the inbox does).
+    eprintln!(
+        "rabbitmq kill: 220 events, {} messages read, {} duplicates",
+        seen.len(),
+        seen.len() - 220
+    );
+    drop(relay);
     ctx.cleanup().await;
 }
 
@@ -269,7 +355,11 @@ async fn rabbitmq_inbox_consumer_applies_each_message_once_across_a_crash() {
     .unwrap();
     ctx.produce((1..=20).map(|i| ctx.event("k", i)).collect())
         .await;
-    let relay = relay(&ctx, &["--rabbitmq-declare", "true"]);
+    let relay = relay(
+        &ctx,
+        &postbox_testkit::rabbitmq_url(),
+        &["--rabbitmq-declare", "true"],
+    );
     wait_until(LONG, "rows sent", || async { ctx.unsent().await == 0 }).await;
     let fifth: String = sqlx::query_scalar(&format!(
         "SELECT event_id::text FROM {}.outbox ORDER BY id OFFSET 4 LIMIT 1",
@@ -287,7 +377,7 @@ async fn rabbitmq_inbox_consumer_applies_each_message_once_across_a_crash() {
     // Consumer 1 dies after the inbox commit of the 5th message, before its ack.
     let first = Effects::new(&ctx.schema, key, Some(fifth));
     {
-        let (conn, ch) = channel().await;
+        let (conn, ch) = channel(&postbox_testkit::rabbitmq_url()).await;
         let (inbox, e, q) = (inbox.clone(), first.clone(), ctx.queue.clone());
         let task = tokio::spawn(async move {
             postbox_rabbitmq::inbox_consumer(
@@ -309,7 +399,7 @@ async fn rabbitmq_inbox_consumer_applies_each_message_once_across_a_crash() {
     }
     let second = Effects::new(&ctx.schema, key, None);
     let stop = postbox_rabbitmq::CancellationToken::new();
-    let (_conn, ch) = channel().await;
+    let (_conn, ch) = channel(&postbox_testkit::rabbitmq_url()).await;
     let consume = postbox_rabbitmq::inbox_consumer(
         &inbox,
         &ch,
