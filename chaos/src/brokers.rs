@@ -54,7 +54,15 @@ impl Node {
                 "--rabbitmq-declare".into(),
                 "true".into(),
             ],
-            Node::Nats(n) => vec!["--sink".into(), "nats".into(), "--nats-url".into(), n.url()],
+            // Under the harness relays' 2 s publish_timeout.
+            Node::Nats(n) => vec![
+                "--sink".into(),
+                "nats".into(),
+                "--nats-url".into(),
+                n.url(),
+                "--nats-ack-timeout".into(),
+                "1s".into(),
+            ],
         }
     }
 

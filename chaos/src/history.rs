@@ -173,7 +173,7 @@ impl History {
                     }
                     (
                         "relay".into(),
-                        "Redis unavailable; rows stay in the outbox, retrying".into(),
+                        "broker unavailable; rows stay in the outbox, retrying".into(),
                     )
                 }
             };

@@ -97,6 +97,7 @@ impl RabbitmqServer {
         if let Some(c) = self.child.as_mut() {
             let _ = Command::new("kill")
                 .args(["-TERM", "--", &format!("-{}", c.id())])
+                .stderr(Stdio::null())
                 .status();
             let deadline = std::time::Instant::now() + Duration::from_secs(30);
             while std::time::Instant::now() < deadline {
@@ -114,6 +115,7 @@ impl RabbitmqServer {
         if let Some(mut c) = self.child.take() {
             let _ = Command::new("kill")
                 .args(["-KILL", "--", &format!("-{}", c.id())])
+                .stderr(Stdio::null())
                 .status();
             let _ = c.wait();
             // The VM may outlive its script for a moment; its port must be

@@ -24,18 +24,25 @@ pub(crate) async fn run(svc: Arc<Svc>, a: Args, schema: SchemaName, shutdown: Ca
         }
     };
     let handler = Receiver(svc.clone());
-    match a.broker {
+    match a.broker.broker {
         Broker::Bullmq => bullmq(svc, &a, &queue, inbox, handler, shutdown).await,
         Broker::Rabbitmq => {
             retrying("RabbitMQ", &shutdown, || {
-                rabbitmq(&a.rabbitmq_url, &queue, &inbox, &handler, &shutdown)
+                rabbitmq(&a.broker.rabbitmq_url, &queue, &inbox, &handler, &shutdown)
             })
             .await
         }
         Broker::Nats => {
             let ack_wait = Duration::from_millis(a.lock_duration_ms);
             retrying("NATS", &shutdown, || {
-                nats(&a.nats_url, &queue, ack_wait, &inbox, &handler, &shutdown)
+                nats(
+                    &a.broker.nats_url,
+                    &queue,
+                    ack_wait,
+                    &inbox,
+                    &handler,
+                    &shutdown,
+                )
             })
             .await
         }
@@ -131,7 +138,7 @@ async fn bullmq(
 ) {
     let opts = WorkerOptions {
         connection: RedisConnectionOptions {
-            url: a.redis_url.clone(),
+            url: a.broker.redis_url.clone(),
             ..Default::default()
         },
         lock_duration: a.lock_duration_ms,

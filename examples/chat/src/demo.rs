@@ -14,14 +14,8 @@ use tokio::process::{Child, Command};
 pub struct Args {
     #[command(flatten)]
     setup: setup::SetupArgs,
-    /// Redis URL for BullMQ.
-    #[arg(
-        long,
-        env = "REDIS_URL",
-        hide_env_values = true,
-        default_value = "redis://127.0.0.1:6379"
-    )]
-    redis_url: String,
+    #[command(flatten)]
+    broker: crate::broker::BrokerArgs,
     /// HTTP port of the consumers service (workers gets the next one).
     #[arg(long, default_value_t = 8081)]
     port: u16,
@@ -101,11 +95,12 @@ pub async fn run(a: Args) -> Result<(), Error> {
                 peer.into(),
                 "--database-url".into(),
                 url.clone(),
-                "--redis-url".into(),
-                a.redis_url.clone(),
                 "--listen".into(),
                 format!("127.0.0.1:{port}"),
-            ],
+            ]
+            .into_iter()
+            .chain(a.broker.serve_args())
+            .collect::<Vec<_>>(),
             started,
         )?);
         let relay_name: &'static str = if service == "consumers" {
@@ -124,9 +119,10 @@ pub async fn run(a: Args) -> Result<(), Error> {
                 service.into(),
                 "--workers".into(),
                 "1".into(),
-                "--redis-url".into(),
-                a.redis_url.clone(),
-            ],
+            ]
+            .into_iter()
+            .chain(a.broker.relay_args())
+            .collect::<Vec<_>>(),
             started,
         )?);
     }

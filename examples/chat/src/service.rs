@@ -1,6 +1,7 @@
 //! One chat service: HTTP API and page, socket.io rooms, the inbox worker for
 //! messages and receipts from the peer, and (optionally) its own relay.
 
+pub use crate::broker::{Broker, BrokerArgs};
 use crate::model::{self, Message, MessageCreated, MAX_BODY_CHARS};
 use crate::Error;
 use axum::extract::rejection::JsonRejection;
@@ -10,7 +11,6 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use postbox::{Event, Outbox, SchemaName};
-use postbox_relay::SinkConfig;
 use serde::Deserialize;
 use socketioxide::extract::{Data, SocketRef};
 use socketioxide::SocketIo;
@@ -27,18 +27,6 @@ pub enum Mode {
     V1,
     /// postbox: outbox in the message's transaction, relay, inbox.
     V2,
-}
-
-/// The broker between the services.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Broker {
-    /// BullMQ queues in Redis (the seed's).
-    #[default]
-    Bullmq,
-    /// RabbitMQ: an exchange and a queue per service.
-    Rabbitmq,
-    /// NATS JetStream: a stream per service.
-    Nats,
 }
 
 #[derive(clap::Args, Clone)]
@@ -58,33 +46,8 @@ pub struct Args {
     /// PostgreSQL URL, as this service's own role.
     #[arg(long, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: String,
-    /// Redis URL for BullMQ.
-    #[arg(
-        long,
-        env = "REDIS_URL",
-        hide_env_values = true,
-        default_value = "redis://127.0.0.1:6379"
-    )]
-    pub redis_url: String,
-    /// The broker the services talk through (`rabbitmq` and `nats` need `--mode v2`).
-    #[arg(long, value_enum, default_value = "bullmq")]
-    pub broker: Broker,
-    /// AMQP URL, with `--broker rabbitmq`.
-    #[arg(
-        long,
-        env = "RABBITMQ_URL",
-        hide_env_values = true,
-        default_value = "amqp://guest:guest@127.0.0.1:5672/%2f"
-    )]
-    pub rabbitmq_url: String,
-    /// NATS URL, with `--broker nats`.
-    #[arg(
-        long,
-        env = "NATS_URL",
-        hide_env_values = true,
-        default_value = "nats://127.0.0.1:4222"
-    )]
-    pub nats_url: String,
+    #[command(flatten)]
+    pub broker: BrokerArgs,
     /// Address of the HTTP server.
     #[arg(long, default_value = "127.0.0.1:8081")]
     pub listen: String,
@@ -153,7 +116,7 @@ impl Svc {
 }
 
 pub async fn run(a: Args) -> Result<(), Error> {
-    if a.mode == Mode::V1 && a.broker != Broker::Bullmq {
+    if a.mode == Mode::V1 && a.broker.broker != Broker::Bullmq {
         return Err("--mode v1 (the naive dual write) runs over BullMQ only: drop --broker".into());
     }
     let schema = SchemaName::new(a.schema.as_deref().unwrap_or(&a.service))?;
@@ -236,13 +199,13 @@ pub async fn run(a: Args) -> Result<(), Error> {
     if a.mode == Mode::V1 {
         tokio::spawn(crate::naive::v1_sender(
             svc.clone(),
-            a.redis_url.clone(),
+            a.broker.redis_url.clone(),
             v1_rx,
         ));
     }
 
     let relay = if a.embedded_relay && a.mode == Mode::V2 {
-        let sink = relay_sink(&a)?;
+        let sink = a.broker.relay_sink()?;
         let relay = postbox_relay::Relay::new(
             postbox_relay::Config {
                 database_url: postbox_relay::Secret::new(a.database_url.clone()),
@@ -295,29 +258,6 @@ pub async fn run(a: Args) -> Result<(), Error> {
     }
     println!("{}: stopped", a.service);
     Ok(())
-}
-
-/// The embedded relay's destination: the broker's sink with its defaults.
-fn relay_sink(a: &Args) -> Result<Arc<dyn postbox_relay::Destination>, Error> {
-    let relay = postbox_relay::Config::default();
-    let secret = postbox_relay::Secret::new;
-    Ok(match a.broker {
-        Broker::Bullmq => postbox_bullmq::BullmqConfig {
-            redis_url: secret(a.redis_url.clone()),
-            ..Default::default()
-        }
-        .build(&relay)?,
-        Broker::Rabbitmq => postbox_rabbitmq::RabbitmqConfig {
-            url: secret(a.rabbitmq_url.clone()),
-            ..Default::default()
-        }
-        .build(&relay)?,
-        Broker::Nats => postbox_nats::NatsConfig {
-            url: secret(a.nats_url.clone()),
-            ..Default::default()
-        }
-        .build(&relay)?,
-    })
 }
 
 /// An API error: status plus `{"error": "..."}`.
