@@ -2,11 +2,26 @@
 # The demo: the seed's two-service chat on postbox. Starts both services and
 # their relays (PostgreSQL and Redis too, when needed), prints the page URLs,
 # runs a scripted conversation both ways and prints what each side shows.
-# Extra arguments go to `chat demo` (e.g. --once to stop after the script).
+# Extra arguments go to `chat demo` (e.g. --once to stop after the script;
+# --broker rabbitmq or --broker nats to talk through that broker, started
+# here when it is not running).
 source "$(dirname "$0")/lib.sh"
 ensure_rust
 ensure_postgres postgres
 ensure_redis
+broker=bullmq
+prev=""
+for arg in "$@"; do
+  case "$arg" in
+    --broker=*) broker="${arg#--broker=}" ;;
+    *) [ "$prev" = "--broker" ] && broker="$arg" ;;
+  esac
+  prev="$arg"
+done
+case "$broker" in
+  rabbitmq) ensure_rabbitmq ;;
+  nats) ensure_nats_server ;;
+esac
 cd "$ROOT"
 cargo build --release --quiet -p postbox-cli -p chat
 exec ./target/release/chat demo --admin-url "$DATABASE_URL" --redis-url "$REDIS_URL" "$@"

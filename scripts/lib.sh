@@ -113,6 +113,8 @@ ensure_redis() {
 # local server on 127.0.0.1:5672 (guest/guest), installed and started from
 # Debian's package when missing.
 ensure_rabbitmq() {
+  # Tests and the chaos harness also start nodes of their own from Debian's package.
+  need_cmd /usr/lib/rabbitmq/bin/rabbitmq-server rabbitmq-server
   if [ -n "${RABBITMQ_URL:-}" ]; then
     export RABBITMQ_URL
     return
@@ -137,6 +139,27 @@ ensure_rabbitmq() {
 # in a temp directory), so only the binary is needed.
 ensure_nats() {
   need_cmd nats-server nats-server
+}
+
+# A NATS server with JetStream for the demo: NATS_URL, or one on 4222
+# (started detached, its store in a temp directory, when nothing listens).
+ensure_nats_server() {
+  if [ -n "${NATS_URL:-}" ]; then
+    export NATS_URL
+    return
+  fi
+  if ! (exec 3<>/dev/tcp/127.0.0.1/4222) 2>/dev/null; then
+    need_cmd nats-server nats-server
+    say "starting nats-server -js on 127.0.0.1:4222"
+    local dir="${TMPDIR:-/tmp}/postbox-demo-nats"
+    mkdir -p "$dir"
+    nohup nats-server -js -a 127.0.0.1 -p 4222 -sd "$dir" >"$dir/log" 2>&1 &
+    for _ in $(seq 1 100); do
+      (exec 3<>/dev/tcp/127.0.0.1/4222) 2>/dev/null && break
+      sleep 0.1
+    done
+  fi
+  export NATS_URL="nats://127.0.0.1:4222"
 }
 
 # Node and the pinned npm packages the interop tests run against.

@@ -56,6 +56,12 @@ pub struct Args {
     /// Kafka bootstrap servers for the drain benchmark's Kafka rows (skipped without).
     #[arg(long)]
     kafka_brokers: Option<String>,
+    /// AMQP URL for the drain benchmark's RabbitMQ rows (skipped without).
+    #[arg(long, env = "RABBITMQ_URL", hide_env_values = true)]
+    rabbitmq_url: Option<String>,
+    /// NATS URL for the drain benchmark's JetStream rows (skipped without).
+    #[arg(long, env = "NATS_URL", hide_env_values = true)]
+    nats_url: Option<String>,
     /// Small sizes and short durations (a smoke run, e.g. for tests); explicit flags still win.
     #[arg(long)]
     quick: bool,
@@ -123,6 +129,10 @@ pub(crate) struct Params {
     #[serde(skip)]
     redis_url: String,
     kafka_brokers: Option<String>,
+    #[serde(skip)]
+    rabbitmq_url: Option<String>,
+    #[serde(skip)]
+    nats_url: Option<String>,
     reps: usize,
     events: i64,
     keys: i64,
@@ -177,6 +187,8 @@ impl Args {
             database_url: self.services.database_url.clone(),
             redis_url: self.services.redis_url.clone(),
             kafka_brokers: self.kafka_brokers.clone().filter(|b| !b.is_empty()),
+            rabbitmq_url: self.rabbitmq_url.clone().filter(|u| !u.is_empty()),
+            nats_url: self.nats_url.clone().filter(|u| !u.is_empty()),
             reps: self.reps.unwrap_or(if q { 1 } else { 3 }),
             events: self.events.unwrap_or(if q { 2000 } else { 100_000 }),
             keys: self.keys,

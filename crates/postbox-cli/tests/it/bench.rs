@@ -1,5 +1,6 @@
 //! `postbox bench all --quick`: every benchmark runs against the real
-//! PostgreSQL, Redis and Kafka broker and writes its figures and chart. No
+//! PostgreSQL, Redis, Kafka broker, RabbitMQ and NATS JetStream and writes
+//! its figures and chart. No
 //! assertion on time: only that each figure was measured.
 
 use crate::support::*;
@@ -29,6 +30,7 @@ fn assert_rows(report: &Value, section: &str, names: &[&str]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_all_quick_writes_every_figure_and_the_chart() {
     let broker = KafkaBroker::start().await;
+    let nats = postbox_testkit::NatsServer::start("").await;
     let dir = std::env::temp_dir().join(format!("postbox-bench-{}", postbox_testkit::suffix()));
     let (json, png) = (dir.join("bench.json"), dir.join("bench.png"));
     let out = tokio::process::Command::new(BIN)
@@ -38,6 +40,10 @@ async fn bench_all_quick_writes_every_figure_and_the_chart() {
             "--quick",
             "--kafka-brokers",
             &broker.bootstrap(),
+            "--rabbitmq-url",
+            &postbox_testkit::rabbitmq_url(),
+            "--nats-url",
+            &nats.url(),
         ])
         .args([
             "--json".as_ref(),
@@ -74,6 +80,10 @@ async fn bench_all_quick_writes_every_figure_and_the_chart() {
             "relay → BullMQ (waves)",
             "raw Kafka produce, no PostgreSQL",
             "relay → Kafka",
+            "raw RabbitMQ publish, no PostgreSQL",
+            "relay → RabbitMQ",
+            "raw JetStream publish, no PostgreSQL",
+            "relay → NATS JetStream",
         ],
     );
     assert_rows(&report, "producer", &["business insert alone"]);

@@ -1,0 +1,203 @@
+//! Relay drain: pre-filled events → BullMQ, Kafka, RabbitMQ and NATS
+//! JetStream, events/s, next to the SQL-only claim+mark rate (a sink that
+//! acknowledges at once) and each broker's raw write rate (the same messages
+//! with the same acknowledgements, written without PostgreSQL). One file
+//! per broker beside this one.
+
+mod bullmq;
+mod kafka;
+mod nats;
+mod rabbitmq;
+
+use super::report::Section;
+use super::{Ctx, NullSink};
+use crate::CliError;
+use postbox::migrate::WakeUp;
+use postbox_bullmq::{BullmqConfig, BullmqSink, PublishMode};
+use postbox_kafka::{KafkaConfig, KafkaSink};
+use postbox_relay::{Delivery, Destination, Relay, Secret};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+const SQL_ONLY: &str = "SQL-only claim+mark";
+const RAW_BULLMQ: &str = "raw BullMQ add, no PostgreSQL";
+const BULLMQ: &str = "relay → BullMQ (transaction)";
+const BULLMQ_WAVES: &str = "relay → BullMQ (waves)";
+const RAW_KAFKA: &str = "raw Kafka produce, no PostgreSQL";
+const RAW_RABBITMQ: &str = "raw RabbitMQ publish, no PostgreSQL";
+const RABBITMQ: &str = "relay → RabbitMQ";
+const RAW_NATS: &str = "raw JetStream publish, no PostgreSQL";
+const NATS: &str = "relay → NATS JetStream";
+/// The event name and payload every row and raw message carries.
+pub(super) const EVENT: &str = "bench.event";
+pub(super) const BODY: &str = "hello from the bench";
+
+pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
+    let p = &ctx.p;
+    println!(
+        "Relay drain: {} events over {} keys, batch {}, {} workers, {} cores",
+        p.events, p.keys, p.batch_size, p.workers, ctx.cores
+    );
+    let mut sql_only = Vec::new();
+    let (mut bullmq, mut raw_bullmq) = (Vec::new(), Vec::new());
+    let mut bullmq_waves = Vec::new();
+    let (mut kafka, mut raw_kafka) = (Vec::new(), Vec::new());
+    let (mut rabbit, mut raw_rabbit) = (Vec::new(), Vec::new());
+    let (mut nats, mut raw_nats) = (Vec::new(), Vec::new());
+    for rep in 1..=p.reps {
+        let r = drain(ctx, Arc::new(NullSink), "bench").await?;
+        say(rep, SQL_ONLY, r);
+        sql_only.push(r);
+
+        for (publish, what, rates) in [
+            (PublishMode::Transaction, BULLMQ, &mut bullmq),
+            (PublishMode::Waves, BULLMQ_WAVES, &mut bullmq_waves),
+        ] {
+            let queue = ctx.queue_name(&format!("drain-{publish:?}-{rep}").to_lowercase());
+            let sink = BullmqSink::new(BullmqConfig {
+                redis_url: Secret::new(p.redis_url.clone()),
+                publish,
+                ..Default::default()
+            })?;
+            let r = drain(ctx, Arc::new(Delivery::new(sink)), &queue).await?;
+            ctx.obliterate(&queue).await?;
+            say(rep, what, r);
+            rates.push(r);
+        }
+
+        let queue = ctx.queue_name(&format!("raw-{rep}"));
+        let r = bullmq::raw_rate(ctx, &queue).await?;
+        ctx.obliterate(&queue).await?;
+        say(rep, RAW_BULLMQ, r);
+        raw_bullmq.push(r);
+
+        if let Some(brokers) = &p.kafka_brokers {
+            let admin = kafka::KafkaAdmin::new(brokers)?;
+            let topic = admin.create(ctx, &format!("drain-{rep}")).await?;
+            let sink = KafkaSink::new(KafkaConfig {
+                brokers: brokers.clone(),
+                ..Default::default()
+            })?;
+            let r = drain(ctx, Arc::new(Delivery::new(sink)), &topic).await?;
+            admin.delete(&topic).await;
+            say(rep, "relay → Kafka", r);
+            kafka.push(r);
+
+            let topic = admin.create(ctx, &format!("raw-{rep}")).await?;
+            let r = kafka::raw_rate(ctx, brokers, &topic).await?;
+            admin.delete(&topic).await;
+            say(rep, RAW_KAFKA, r);
+            raw_kafka.push(r);
+        }
+
+        if let Some(url) = &p.rabbitmq_url {
+            let (relayed, raw) = rabbitmq::rep(ctx, url, rep).await?;
+            say(rep, RABBITMQ, relayed);
+            say(rep, RAW_RABBITMQ, raw);
+            rabbit.push(relayed);
+            raw_rabbit.push(raw);
+        }
+
+        if let Some(url) = &p.nats_url {
+            let (relayed, raw) = nats::rep(ctx, url, rep).await?;
+            say(rep, NATS, relayed);
+            say(rep, RAW_NATS, raw);
+            nats.push(relayed);
+            raw_nats.push(raw);
+        }
+    }
+    let mut s = Section::new(
+        &format!(
+            "Relay drain: {} events, batch {}, {} workers",
+            p.events, p.batch_size, p.workers
+        ),
+        "events/s",
+    );
+    s.baseline(SQL_ONLY, sql_only);
+    s.baseline(RAW_BULLMQ, raw_bullmq);
+    s.measured(BULLMQ, bullmq, &[SQL_ONLY, RAW_BULLMQ]);
+    s.measured(BULLMQ_WAVES, bullmq_waves, &[SQL_ONLY, RAW_BULLMQ]);
+    if p.kafka_brokers.is_some() {
+        s.baseline(RAW_KAFKA, raw_kafka);
+        s.measured("relay → Kafka", kafka, &[SQL_ONLY, RAW_KAFKA]);
+    } else {
+        s.skipped
+            .push("relay → Kafka and raw Kafka produce: no --kafka-brokers".into());
+    }
+    if p.rabbitmq_url.is_some() {
+        s.baseline(RAW_RABBITMQ, raw_rabbit);
+        s.measured(RABBITMQ, rabbit, &[SQL_ONLY, RAW_RABBITMQ]);
+    } else {
+        s.skipped
+            .push("relay → RabbitMQ and raw RabbitMQ publish: no --rabbitmq-url".into());
+    }
+    if p.nats_url.is_some() {
+        s.baseline(RAW_NATS, raw_nats);
+        s.measured(NATS, nats, &[SQL_ONLY, RAW_NATS]);
+    } else {
+        s.skipped
+            .push("relay → NATS JetStream and raw JetStream publish: no --nats-url".into());
+    }
+    s.print();
+    Ok(s)
+}
+
+fn say(rep: usize, what: &str, rate: f64) {
+    println!("  rep {rep}: {what:<34} {rate:>9.0} events/s");
+}
+
+/// Pre-fill a fresh schema, start a relay, time until every row is published.
+pub(super) async fn drain(
+    ctx: &Ctx,
+    sink: Arc<dyn Destination>,
+    topic: &str,
+) -> Result<f64, CliError> {
+    let p = &ctx.p;
+    let schema = ctx.schema("drain", WakeUp::Off).await?;
+    sqlx::query(&format!(
+        "INSERT INTO {schema}.outbox (topic, event, key, payload)
+         SELECT $1, $2, 'key-' || (g % $3), jsonb_build_object('n', g, 'body', $4::text)
+           FROM generate_series(1, $5) g"
+    ))
+    .bind(topic)
+    .bind(EVENT)
+    .bind(p.keys)
+    .bind(BODY)
+    .bind(p.events)
+    .execute(&ctx.pool)
+    .await?;
+    // Fresh statistics and visibility map, as a table in steady use would have.
+    sqlx::raw_sql(&format!("VACUUM ANALYZE {schema}.outbox"))
+        .execute(&ctx.pool)
+        .await?;
+
+    let shutdown = CancellationToken::new();
+    let relay = Relay::new(ctx.relay_config(&schema, Duration::from_millis(50)), sink)?;
+    let stats = relay.stats();
+    let started = Instant::now();
+    let task = tokio::spawn(relay.run(shutdown.clone()));
+    // The clock starts once the relay owns every partition (its start-up and
+    // rebalancing are not the drain rate); rows published before do not count.
+    let mut from: Option<(Instant, u64)> = None;
+    loop {
+        let s = stats.snapshot();
+        if from.is_none() && s.owned_partitions >= i64::from(postbox::PARTITIONS) {
+            from = Some((Instant::now(), s.published));
+        }
+        if s.published >= p.events as u64 {
+            break;
+        }
+        if task.is_finished() {
+            return Err("the relay stopped during the drain benchmark".into());
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    // A backlog drained before the relay owned everything: timed from its start.
+    let (t0, before) = from.unwrap_or((started, 0));
+    let rate = (p.events as u64 - before) as f64 / t0.elapsed().as_secs_f64();
+    shutdown.cancel();
+    task.await??;
+    ctx.drop_schema(&schema).await?;
+    Ok(rate)
+}
