@@ -65,9 +65,38 @@ impl postbox_relay::SinkConfig for NatsConfig {
 }
 
 impl NatsConfig {
+    /// The servers of `url` (comma-separated: the client tries them in turn
+    /// and reconnects to another when one goes).
+    pub fn servers(&self) -> Result<Vec<async_nats::ServerAddr>, String> {
+        self.url
+            .expose()
+            .split(',')
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .map(|u| {
+                u.parse::<async_nats::ServerAddr>().map_err(|e| {
+                    format!(
+                        "{} is not a NATS URL ({e}): write nats://host:4222 (tls://… for TLS), several comma-separated",
+                        postbox_relay::Secret::new(u.to_owned())
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .and_then(|v| {
+                if v.is_empty() {
+                    Err("no server given".to_owned())
+                } else {
+                    Ok(v)
+                }
+            })
+    }
+
     /// Check the settings once at start-up.
     pub fn validate(&self) -> Result<(), postbox_relay::ConfigError> {
         let err = |field, reason: String| Err(postbox_relay::ConfigError { field, reason });
+        if let Err(reason) = self.servers() {
+            return err("nats.url", reason);
+        }
         if !self.subject.contains("{topic}") && !self.subject.contains("{key}") {
             return err(
                 "nats.subject",
@@ -148,5 +177,19 @@ mod tests {
         assert!(c.validate().is_err());
         c.url = postbox_relay::Secret::new("nats://u:canary@h:4222");
         assert!(!format!("{c:?}").contains("canary"));
+    }
+
+    #[test]
+    fn several_servers_comma_separated() {
+        let mut c = NatsConfig {
+            url: postbox_relay::Secret::new("nats://a:4222, nats://b:4223,"),
+            ..Default::default()
+        };
+        assert_eq!(c.servers().unwrap().len(), 2);
+        c.url = postbox_relay::Secret::new("nats://u:canary@a:4222,http://[bad");
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("nats.url") && !e.contains("canary"), "{e}");
+        c.url = postbox_relay::Secret::new(" , ");
+        assert!(c.validate().is_err());
     }
 }

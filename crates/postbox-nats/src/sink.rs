@@ -59,8 +59,9 @@ impl NatsSink {
                 ))
             })?;
         }
+        let servers = self.config.servers().map_err(SinkError::rejected)?;
         let client = options
-            .connect(self.config.url.expose())
+            .connect(servers)
             .await
             .map_err(|e| SinkError::transient(format!("connecting to {}: {e}", self.config.url)))?;
         let mut js = jetstream::new(client);

@@ -19,23 +19,53 @@ impl NatsServer {
     /// and wait until it accepts connections.
     pub async fn start(extra: &str) -> Self {
         let port = free_port();
+        let mut s = Self::configured(port, extra);
+        s.restart().await;
+        s
+    }
+
+    /// A JetStream cluster of `n` servers routed to each other (streams can
+    /// have up to `n` replicas), each started and accepting connections.
+    /// JetStream elects its meta leader a moment later: retry the first
+    /// stream creation.
+    pub async fn start_cluster(n: usize) -> Vec<Self> {
+        let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+        let routes = ports
+            .iter()
+            .map(|(_, route)| format!("nats-route://127.0.0.1:{route}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut servers = Vec::new();
+        for (i, (port, route)) in ports.iter().enumerate() {
+            let cluster = format!(
+                "server_name: n{i}_{port}\ncluster {{\n  name: postbox\n  listen: 127.0.0.1:{route}\n  routes: [{routes}]\n}}\n"
+            );
+            servers.push(Self::configured(*port, &cluster));
+        }
+        for s in &mut servers {
+            s.restart().await;
+        }
+        servers
+    }
+
+    /// A server's directory and config file, not started.
+    fn configured(port: u16, extra: &str) -> Self {
         let dir = std::env::temp_dir().join(format!("postbox-nats-{port}-{}", suffix()));
         std::fs::create_dir_all(dir.join("js")).unwrap();
         std::fs::write(
             dir.join("nats.conf"),
             format!(
-                "listen: 127.0.0.1:{port}\njetstream {{\n  store_dir: {:?}\n}}\n{extra}\n",
-                dir.join("js").to_str().unwrap()
+                "listen: 127.0.0.1:{port}\njetstream {{\n  store_dir: {:?}\n}}\n{}\n",
+                dir.join("js").to_str().unwrap(),
+                extra
             ),
         )
         .unwrap();
-        let mut s = NatsServer {
+        NatsServer {
             port,
             dir,
             child: None,
-        };
-        s.restart().await;
-        s
+        }
     }
 
     /// `nats://127.0.0.1:<port>`.

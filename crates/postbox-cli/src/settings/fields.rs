@@ -90,7 +90,7 @@ pub fn of<S: Section>() -> Vec<Field> {
     let (flag_prefix, env_prefix) = match S::NAME {
         "" | "relay" => (String::new(), "POSTBOX_".to_owned()),
         name => (
-            format!("{name}-"),
+            format!("{}-", name.replace('_', "-")),
             format!("POSTBOX_{}_", name.to_uppercase()),
         ),
     };

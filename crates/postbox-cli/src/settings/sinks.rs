@@ -62,6 +62,7 @@ pub const SINKS: &[SinkKind] = &[
     kind::<postbox_kafka::KafkaConfig>("Kafka"),
     kind::<postbox_rabbitmq::RabbitmqConfig>("RabbitMQ"),
     kind::<postbox_nats::NatsConfig>("NATS JetStream"),
+    kind::<postbox_redis_streams::RedisStreamsConfig>("Redis Streams"),
 ];
 
 /// The sink kind called `name`, or an error listing the known ones.

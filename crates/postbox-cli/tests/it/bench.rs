@@ -78,6 +78,8 @@ async fn bench_all_quick_writes_every_figure_and_the_chart() {
             "raw BullMQ add, no PostgreSQL",
             "relay → BullMQ (transaction)",
             "relay → BullMQ (waves)",
+            "raw Redis XADD, no PostgreSQL",
+            "relay → Redis Streams",
             "raw Kafka produce, no PostgreSQL",
             "relay → Kafka",
             "raw RabbitMQ publish, no PostgreSQL",

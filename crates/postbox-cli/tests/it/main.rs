@@ -21,6 +21,7 @@ mod producer;
 mod publish_modes;
 mod rabbitmq;
 mod redis_outage;
+mod redis_streams;
 mod relay_order;
 mod settings;
 mod status;

@@ -1,5 +1,5 @@
-//! Relay drain: pre-filled events → BullMQ, Kafka, RabbitMQ and NATS
-//! JetStream, events/s, next to the SQL-only claim+mark rate (a sink that
+//! Relay drain: pre-filled events → BullMQ, Redis Streams, Kafka, RabbitMQ
+//! and NATS JetStream, events/s, next to the SQL-only claim+mark rate (a sink that
 //! acknowledges at once) and each broker's raw write rate (the same messages
 //! with the same acknowledgements, written without PostgreSQL). One file
 //! per broker beside this one.
@@ -8,6 +8,7 @@ mod bullmq;
 mod kafka;
 mod nats;
 mod rabbitmq;
+mod redis_streams;
 
 use super::report::Section;
 use super::{Ctx, NullSink};
@@ -27,6 +28,8 @@ const BULLMQ_WAVES: &str = "relay → BullMQ (waves)";
 const RAW_KAFKA: &str = "raw Kafka produce, no PostgreSQL";
 const RAW_RABBITMQ: &str = "raw RabbitMQ publish, no PostgreSQL";
 const RABBITMQ: &str = "relay → RabbitMQ";
+const RAW_STREAMS: &str = "raw Redis XADD, no PostgreSQL";
+const STREAMS: &str = "relay → Redis Streams";
 const RAW_NATS: &str = "raw JetStream publish, no PostgreSQL";
 const NATS: &str = "relay → NATS JetStream";
 /// The event name and payload every row and raw message carries.
@@ -45,6 +48,7 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
     let (mut kafka, mut raw_kafka) = (Vec::new(), Vec::new());
     let (mut rabbit, mut raw_rabbit) = (Vec::new(), Vec::new());
     let (mut nats, mut raw_nats) = (Vec::new(), Vec::new());
+    let (mut streams, mut raw_streams) = (Vec::new(), Vec::new());
     for rep in 1..=p.reps {
         let r = drain(ctx, Arc::new(NullSink), "bench").await?;
         say(rep, SQL_ONLY, r);
@@ -71,6 +75,12 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
         ctx.obliterate(&queue).await?;
         say(rep, RAW_BULLMQ, r);
         raw_bullmq.push(r);
+
+        let (relayed, raw) = redis_streams::rep(ctx, &p.redis_url, rep).await?;
+        say(rep, STREAMS, relayed);
+        say(rep, RAW_STREAMS, raw);
+        streams.push(relayed);
+        raw_streams.push(raw);
 
         if let Some(brokers) = &p.kafka_brokers {
             let admin = kafka::KafkaAdmin::new(brokers)?;
@@ -118,6 +128,8 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
     s.baseline(RAW_BULLMQ, raw_bullmq);
     s.measured(BULLMQ, bullmq, &[SQL_ONLY, RAW_BULLMQ]);
     s.measured(BULLMQ_WAVES, bullmq_waves, &[SQL_ONLY, RAW_BULLMQ]);
+    s.baseline(RAW_STREAMS, raw_streams);
+    s.measured(STREAMS, streams, &[SQL_ONLY, RAW_STREAMS]);
     if p.kafka_brokers.is_some() {
         s.baseline(RAW_KAFKA, raw_kafka);
         s.measured("relay → Kafka", kafka, &[SQL_ONLY, RAW_KAFKA]);

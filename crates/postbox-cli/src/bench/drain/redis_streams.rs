@@ -1,0 +1,80 @@
+//! The drain benchmark's Redis Streams rows: the relay through its sink, and
+//! the same entries appended straight to Redis (`XADD` pipelined per batch
+//! of the relay's size, as many lanes as the relay has workers, over one
+//! multiplexed connection like the sink's).
+
+use super::{drain, BODY, EVENT};
+use crate::bench::Ctx;
+use crate::CliError;
+use postbox_redis_streams::{RedisStreamsConfig, RedisStreamsSink};
+use postbox_relay::{Delivery, Secret};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// One repetition: (relay rate, raw rate), each into a stream of its own,
+/// deleted afterwards.
+pub async fn rep(ctx: &Ctx, url: &str, rep: usize) -> Result<(f64, f64), CliError> {
+    let client = postbox_redis_streams::redis::Client::open(url)?;
+    let mut conn = client.get_multiplexed_async_connection().await?;
+
+    let topic = ctx.name(&format!("stream-{rep}"));
+    let sink = RedisStreamsSink::new(RedisStreamsConfig {
+        url: Secret::new(url.to_owned()),
+        ..Default::default()
+    })?;
+    let relayed = drain(ctx, Arc::new(Delivery::new(sink)), &topic).await;
+    let _: postbox_redis_streams::redis::RedisResult<()> = postbox_redis_streams::redis::cmd("DEL")
+        .arg(&topic)
+        .query_async(&mut conn)
+        .await;
+    let relayed = relayed?;
+
+    let stream = ctx.name(&format!("stream-raw-{rep}"));
+    let raw = raw_rate(ctx, &conn, &stream).await;
+    let _: postbox_redis_streams::redis::RedisResult<()> = postbox_redis_streams::redis::cmd("DEL")
+        .arg(&stream)
+        .query_async(&mut conn)
+        .await;
+    Ok((relayed, raw?))
+}
+
+async fn raw_rate(
+    ctx: &Ctx,
+    conn: &postbox_redis_streams::redis::aio::MultiplexedConnection,
+    stream: &str,
+) -> Result<f64, CliError> {
+    let p = &ctx.p;
+    let per_lane = (p.events as usize).div_ceil(p.workers);
+    let started = Instant::now();
+    let tasks = (0..p.workers).map(|lane| {
+        let (mut conn, stream) = (conn.clone(), stream.to_owned());
+        let (batch, keys) = (p.batch_size as usize, p.keys as usize);
+        let first = lane * per_lane;
+        let last = (first + per_lane).min(p.events as usize);
+        async move {
+            for from in (first..last).step_by(batch) {
+                let mut pipe = postbox_redis_streams::redis::pipe();
+                for n in from..(from + batch).min(last) {
+                    let payload = serde_json::json!({ "n": n, "body": BODY }).to_string();
+                    pipe.cmd("XADD")
+                        .arg(&stream)
+                        .arg("*")
+                        .arg("id")
+                        .arg(uuid::Uuid::new_v4().to_string())
+                        .arg("event")
+                        .arg(EVENT)
+                        .arg("key")
+                        .arg(format!("key-{}", n % keys))
+                        .arg("payload")
+                        .arg(payload);
+                }
+                let _: Vec<String> = pipe.query_async(&mut conn).await?;
+            }
+            Ok::<(), CliError>(())
+        }
+    });
+    for r in futures::future::join_all(tasks).await {
+        r?;
+    }
+    Ok(p.events as f64 / started.elapsed().as_secs_f64())
+}

@@ -1,0 +1,278 @@
+//! Redis Streams: the relay's sink (XADD, pipelined per wave) against a real
+//! Redis, read back by an independent client (Node `ioredis`), Redis killed
+//! with AOF on, a key of the wrong type, and the consumer-group inbox reader.
+
+use crate::node_interop::node;
+use crate::support::*;
+use redis::AsyncCommands;
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+fn relay(ctx: &Ctx, url: &str, extra: &[&str]) -> RelayProcess {
+    let mut args = vec!["--sink", "redis_streams", "--redis-streams-url", url];
+    args.extend_from_slice(extra);
+    ctx.relay("redis://127.0.0.1:1", &args, &[])
+}
+
+/// The stream's entries as ioredis reads them: (entry id, fields).
+async fn ioredis_read(url: &str, stream: &str) -> Vec<Value> {
+    let lines = node("stream_read.mjs", &[url, stream]).await;
+    serde_json::from_str(lines.last().expect("one JSON line")).unwrap()
+}
+
+async fn del(url: &str, keys: &[&str]) {
+    let mut c = redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: () = c.del(keys).await.unwrap();
+}
+
+/// Outbox rows by event id: (key, seq).
+async fn rows(ctx: &Ctx) -> HashMap<String, (String, i64)> {
+    sqlx::query_as::<_, (String, String, i64)>(&format!(
+        "SELECT event_id::text, key, (payload->>'seq')::bigint FROM {}.outbox",
+        ctx.schema
+    ))
+    .fetch_all(&ctx.pool)
+    .await
+    .unwrap()
+    .into_iter()
+    .map(|(id, k, s)| (id, (k, s)))
+    .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_streams_events_arrive_intact_and_in_key_order_through_relay_kills() {
+    let ctx = Ctx::new("rstream").await;
+    let url = postbox_testkit::redis_url();
+    let tp = |i: usize| format!("00-4bf92f3577b34da6a3ce929d0e{i:06x}-00f067aa0ba902b7-01");
+    const N: usize = 1000;
+    let mut seq: HashMap<String, usize> = HashMap::new();
+    let mut events = Vec::new();
+    for i in 0..N {
+        let key = format!("k{}", i % 16);
+        let s = seq.entry(key.clone()).or_default();
+        *s += 1;
+        events.push(ctx.event(&key, *s).traceparent(tp(i)));
+    }
+    ctx.produce(events).await;
+    let args = ["--batch-size", "50"];
+    let mut doomed = relay(&ctx, &url, &args);
+    let r2 = relay(&ctx, &url, &args);
+    wait_until(LONG, "some events relayed", || async {
+        ctx.unsent().await < (N as i64) * 3 / 4
+    })
+    .await;
+    doomed.signal("KILL");
+    doomed.wait(LONG).await;
+    let r3 = relay(&ctx, &url, &args);
+    wait_until(LONG, "every event relayed", || async {
+        ctx.unsent().await == 0
+    })
+    .await;
+
+    let seen = ioredis_read(&url, &ctx.queue).await;
+    let rows = rows(&ctx).await;
+    let mut first = HashSet::new();
+    let mut last_seq: HashMap<String, i64> = HashMap::new();
+    for e in &seen {
+        let f = &e["fields"];
+        let id = f["id"].as_str().unwrap();
+        let (key, s) = rows.get(id).expect("field id = an outbox event id");
+        assert_eq!(f["event"], "test.event");
+        assert_eq!(f["key"], key.as_str());
+        let payload: Value = serde_json::from_str(f["payload"].as_str().unwrap()).unwrap();
+        assert_eq!(payload["seq"], *s, "payload intact");
+        let headers: Value = serde_json::from_str(f["headers"].as_str().unwrap()).unwrap();
+        assert!(headers["traceparent"].as_str().unwrap().starts_with("00-"));
+        if first.insert(id.to_owned()) {
+            let prev = last_seq.insert(key.clone(), *s).unwrap_or(0);
+            assert_eq!(*s, prev + 1, "key {key}: first occurrences in outbox order");
+        }
+    }
+    assert_eq!(first.len(), N, "every event at least once");
+    println!(
+        "redis streams order/kill: {N} events, {} entries read, {} duplicates (Redis Streams does not de-duplicate; the inbox does)",
+        seen.len(),
+        seen.len() - N
+    );
+    drop((r2, r3));
+    del(&url, &[&ctx.queue]).await;
+    ctx.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_streams_killed_with_aof_loses_nothing_and_costs_no_attempts() {
+    let ctx = Ctx::new("rstreamkill").await;
+    // appendonly yes, appendfsync everysec: SIGKILL loses nothing written.
+    let mut redis = RedisServer::start().await;
+    let url = redis.url();
+    let relay = relay(&ctx, &url, &[]);
+    let produce = |from: usize| {
+        (from..from + 100)
+            .map(|i| ctx.event(&format!("k{}", i % 8), i))
+            .collect::<Vec<_>>()
+    };
+    ctx.produce(produce(0)).await;
+    wait_until(LONG, "the first events sent", || async {
+        ctx.unsent().await == 0
+    })
+    .await;
+    redis.kill();
+    ctx.produce(produce(100)).await;
+    wait_until(
+        LONG,
+        "three failed passes against the dead server",
+        || async { relay.output().matches("broker unavailable").count() >= 3 },
+    )
+    .await;
+    let attempts: i64 = sqlx::query_scalar(&format!(
+        "SELECT coalesce(max(attempts), 0)::bigint FROM {}.outbox",
+        ctx.schema
+    ))
+    .fetch_one(&ctx.pool)
+    .await
+    .unwrap();
+    assert_eq!(attempts, 0);
+    assert_eq!(ctx.unsent().await, 100);
+    redis.restart().await;
+    wait_until(LONG, "every event sent after the restart", || async {
+        ctx.unsent().await == 0
+    })
+    .await;
+    let dead = ctx.dead_letters().await;
+    assert!(dead.is_empty(), "{dead:?}");
+    let seen = ioredis_read(&url, &ctx.queue).await;
+    let ids: HashSet<&str> = seen
+        .iter()
+        .filter_map(|e| e["fields"]["id"].as_str())
+        .collect();
+    assert_eq!(ids.len(), 200, "every event in the stream after the kill");
+    ctx.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_streams_wrong_type_key_is_dead_lettered_while_other_keys_flow() {
+    let ctx = Ctx::new("rstreambad").await;
+    let url = postbox_testkit::redis_url();
+    let taken = format!("{}-taken", ctx.queue);
+    let mut c = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    // Where the topic's stream should be, somebody keeps a string.
+    let _: () = c.set(&taken, "not a stream").await.unwrap();
+    let mut events = Vec::new();
+    for i in 1..=5 {
+        for k in ["a", "b", "c", "d"] {
+            events.push(ctx.event(k, i));
+        }
+        events.push(event(&taken, "x", i));
+    }
+    ctx.produce(events).await;
+    let relay = relay(&ctx, &url, FAST_DEAD_LETTER);
+    wait_until(
+        LONG,
+        "the good events sent and the refused ones dead",
+        || async { ctx.unsent().await == 0 },
+    )
+    .await;
+    let dead = ctx.dead_letters().await;
+    assert_eq!(
+        dead.len(),
+        5,
+        "the five events for the string key: {dead:?}"
+    );
+    assert!(
+        dead.iter().all(|d| d
+            .1
+            .contains(&format!("key {taken:?} holds a value of another type"))),
+        "{dead:?}"
+    );
+    let seen = ioredis_read(&url, &ctx.queue).await;
+    assert_eq!(seen.len(), 20, "every good event once");
+    drop(relay);
+    del(&url, &[&ctx.queue, &taken]).await;
+    ctx.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_streams_inbox_consumer_applies_each_message_once_across_a_crash() {
+    let ctx = Ctx::new("rstreamin").await;
+    let url = postbox_testkit::redis_url();
+    sqlx::raw_sql(&format!(
+        "CREATE TABLE {}.effects (message_id text NOT NULL, key text)",
+        ctx.schema
+    ))
+    .execute(&ctx.pool)
+    .await
+    .unwrap();
+    ctx.produce((1..=20).map(|i| ctx.event("k", i)).collect())
+        .await;
+    let relay = relay(&ctx, &url, &[]);
+    wait_until(LONG, "rows sent", || async { ctx.unsent().await == 0 }).await;
+    let fifth: String = sqlx::query_scalar(&format!(
+        "SELECT event_id::text FROM {}.outbox ORDER BY id OFFSET 4 LIMIT 1",
+        ctx.schema
+    ))
+    .fetch_one(&ctx.pool)
+    .await
+    .unwrap();
+    let client = redis::Client::open(url.as_str()).unwrap();
+    let inbox = postbox::InboxConsumer::new(
+        ctx.pool.clone(),
+        postbox::Inbox::new(&ctx.schema).unwrap(),
+        "effects",
+    );
+    let key = |m: &postbox::Message| m.key.clone();
+    // Consumer "one" dies after the inbox commit of the 5th entry, before its XACK.
+    let first = Effects::new(&ctx.schema, key, Some(fifth));
+    {
+        let (inbox, e, c, stream) = (
+            inbox.clone(),
+            first.clone(),
+            client.clone(),
+            ctx.queue.clone(),
+        );
+        let task = tokio::spawn(async move {
+            let options = postbox_redis_streams::ConsumerOptions::new("effects", "one");
+            postbox_redis_streams::inbox_consumer(
+                &inbox,
+                &c,
+                &stream,
+                &*e,
+                options,
+                Default::default(),
+            )
+            .await
+        });
+        tokio::time::timeout(LONG, first.hung.notified())
+            .await
+            .expect("consumer reached the 5th entry");
+        task.abort();
+        let _ = task.await;
+    }
+    // Consumer "two" of the same group takes the stalled entry over once it
+    // has been idle long enough, and the inbox skips it.
+    let second = Effects::new(&ctx.schema, key, None);
+    let stop = postbox_redis_streams::CancellationToken::new();
+    let mut options = postbox_redis_streams::ConsumerOptions::new("effects", "two");
+    options.claim_idle = Duration::from_millis(500);
+    options.block = Duration::from_millis(200);
+    let consume = postbox_redis_streams::inbox_consumer(
+        &inbox,
+        &client,
+        &ctx.queue,
+        &*second,
+        options,
+        stop.clone(),
+    );
+    recovers_once(&ctx, &second, 20, &stop, consume).await;
+    drop(relay);
+    del(&url, &[&ctx.queue]).await;
+    ctx.cleanup().await;
+}

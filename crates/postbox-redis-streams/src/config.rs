@@ -1,0 +1,134 @@
+//! Settings of the Redis Streams sink (`[redis_streams]` in the relay's config file).
+
+use serde::{Deserialize, Serialize};
+
+/// Redis Streams sink settings (`[redis_streams]` in the config file).
+#[derive(Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct RedisStreamsConfig {
+    /// Redis URL (`redis://user:password@host:6379/0`, `rediss://…` for TLS).
+    pub url: postbox_relay::Secret,
+    /// Stream an event is appended to: `{topic}` is replaced by the event's
+    /// topic (e.g. `events:{topic}`).
+    pub stream: String,
+    /// Trim each stream to about this many entries as it grows (`XADD MAXLEN ~`).
+    /// Unset: never trimmed (consumers and retention decide). Entries a
+    /// consumer group has not read yet are trimmed too: keep it well above
+    /// any backlog.
+    pub maxlen: Option<u64>,
+}
+
+impl Default for RedisStreamsConfig {
+    fn default() -> Self {
+        RedisStreamsConfig {
+            url: postbox_relay::Secret::new("redis://127.0.0.1:6379"),
+            stream: "{topic}".into(),
+            maxlen: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for RedisStreamsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStreamsConfig")
+            .field("url", &self.url.redacted())
+            .field("stream", &self.stream)
+            .field("maxlen", &self.maxlen)
+            .finish()
+    }
+}
+
+impl postbox_relay::Section for RedisStreamsConfig {
+    const NAME: &'static str = "redis_streams";
+}
+
+impl postbox_relay::SinkConfig for RedisStreamsConfig {
+    fn build(
+        self,
+        _relay: &postbox_relay::Config,
+    ) -> Result<std::sync::Arc<dyn postbox_relay::Destination>, postbox_relay::ConfigError> {
+        Ok(std::sync::Arc::new(postbox_relay::Delivery::new(
+            crate::RedisStreamsSink::new(self)?,
+        )))
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "Redis Streams at {} (stream {})",
+            self.url.redacted(),
+            self.stream
+        )
+    }
+}
+
+impl RedisStreamsConfig {
+    /// Check the settings once at start-up.
+    pub fn validate(&self) -> Result<(), postbox_relay::ConfigError> {
+        let err = |field, reason: String| Err(postbox_relay::ConfigError { field, reason });
+        if let Err(e) = redis::Client::open(self.url.expose()) {
+            return err(
+                "redis_streams.url",
+                format!(
+                    "{} is not a Redis URL ({e}): write redis://host:6379 (rediss:// for TLS)",
+                    self.url.redacted()
+                ),
+            );
+        }
+        if !self.stream.contains("{topic}") {
+            return err(
+                "redis_streams.stream",
+                format!(
+                    "{:?} does not name {{topic}}: every topic would share one stream; write e.g. \"{{topic}}\" or \"events:{{topic}}\"",
+                    self.stream
+                ),
+            );
+        }
+        if self.maxlen == Some(0) {
+            return err(
+                "redis_streams.maxlen",
+                "0 would trim every entry: leave it unset, or give the length to keep".into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// The stream of an event's topic.
+    pub fn stream_for(&self, topic: &str) -> String {
+        self.stream.replace("{topic}", topic)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streams_from_the_template_and_bad_settings_named() {
+        let mut c = RedisStreamsConfig::default();
+        assert!(c.validate().is_ok());
+        assert_eq!(c.stream_for("orders"), "orders");
+        c.stream = "events:{topic}".into();
+        assert_eq!(c.stream_for("orders"), "events:orders");
+        c.stream = "events".into();
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("redis_streams.stream"));
+        c.stream = "{topic}".into();
+        c.maxlen = Some(0);
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("redis_streams.maxlen"));
+        c.maxlen = None;
+        c.url = postbox_relay::Secret::new("http://u:canary@h");
+        let e = c.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("redis_streams.url") && !e.contains("canary"),
+            "{e}"
+        );
+        assert!(!format!("{c:?}").contains("canary"));
+    }
+}
