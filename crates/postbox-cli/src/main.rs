@@ -42,7 +42,7 @@ enum LogFormat {
 enum Command {
     /// Create or upgrade the outbox, dead-letter and inbox tables in a schema.
     Migrate(migrate::Args),
-    /// Run the relay daemon: move committed outbox events to the brokers (BullMQ, Kafka, RabbitMQ, NATS JetStream, Redis Streams).
+    /// Run the relay daemon: move committed outbox events to the brokers (BullMQ, Kafka, RabbitMQ, NATS JetStream, Redis Streams, HTTP webhooks).
     Relay(Box<relay::Args>),
     /// Quick demo: produce events, relay them to BullMQ, consume them through the inbox.
     Demo(demo::Args),

@@ -18,7 +18,7 @@ pub use postgres::PgCluster;
 pub use rabbitmq_server::RabbitmqServer;
 pub use redis_server::{ping, RedisServer};
 pub use relay_process::RelayProcess;
-pub use tls::self_signed_cert;
+pub use tls::{private_ca, self_signed_cert};
 
 use std::future::Future;
 use std::net::TcpListener;

@@ -63,6 +63,7 @@ pub const SINKS: &[SinkKind] = &[
     kind::<postbox_rabbitmq::RabbitmqConfig>("RabbitMQ"),
     kind::<postbox_nats::NatsConfig>("NATS JetStream"),
     kind::<postbox_redis_streams::RedisStreamsConfig>("Redis Streams"),
+    kind::<postbox_webhook::WebhookConfig>("HTTP webhooks"),
 ];
 
 /// The sink kind called `name`, or an error listing the known ones.

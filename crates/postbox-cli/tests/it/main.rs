@@ -25,3 +25,4 @@ mod redis_streams;
 mod relay_order;
 mod settings;
 mod status;
+mod webhook;

@@ -1,0 +1,258 @@
+//! Settings of the webhook sink (`[webhook]` in the relay's config file).
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Webhook sink settings (`[webhook]` in the config file).
+#[derive(Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct WebhookConfig {
+    /// URL each event is POSTed to: `{topic}` and `{key}` are replaced by the
+    /// event's (URL-encoded), e.g. `https://hooks.example.com/{topic}`.
+    pub url: String,
+    /// Per-topic URLs (`[webhook.topics] orders = "https://…/orders"`),
+    /// templates like `url`.
+    pub topics: BTreeMap<String, String>,
+    /// Standard Webhooks signing secrets (`whsec_` + base64). Every request
+    /// is signed with each: add the new one, let receivers learn it, then
+    /// drop the old one. Required.
+    pub secrets: Vec<postbox_relay::Secret>,
+    /// The request body: `payload` (the event's payload as is) or `envelope`
+    /// (`{"type", "timestamp", "key", "data": payload}`).
+    pub body: BodyFormat,
+    /// How long one request may take, connecting included; must be shorter
+    /// than the relay's `publish_timeout`.
+    #[serde(with = "humantime_serde")]
+    #[schemars(with = "postbox_relay::HumanDuration")]
+    pub timeout: Duration,
+    /// Requests in flight at once per destination (scheme, host and port).
+    pub concurrency: usize,
+    /// PEM file of CA certificates to trust besides the public roots (an
+    /// internal CA for `https://` receivers).
+    pub ca_file: Option<std::path::PathBuf>,
+    /// Redirects: `none`, `same_host` (followed only within the URL's own
+    /// host) or `any`.
+    pub redirects: Redirects,
+}
+
+/// What a request's body is.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum BodyFormat {
+    /// The event's payload, as is.
+    #[default]
+    Payload,
+    /// `{"type": event, "timestamp": created_at, "key": key, "data": payload}`.
+    Envelope,
+}
+
+/// Which redirects are followed (at most 5).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Redirects {
+    /// None: a 3xx answer is a rejection.
+    None,
+    /// Within the URL's own host only; elsewhere is a rejection.
+    #[default]
+    SameHost,
+    /// Anywhere (the signature then reaches whoever the receiver points to).
+    Any,
+}
+
+impl Default for WebhookConfig {
+    fn default() -> Self {
+        WebhookConfig {
+            url: String::new(),
+            topics: BTreeMap::new(),
+            secrets: Vec::new(),
+            body: BodyFormat::Payload,
+            timeout: Duration::from_secs(10),
+            concurrency: 16,
+            ca_file: None,
+            redirects: Redirects::SameHost,
+        }
+    }
+}
+
+impl std::fmt::Debug for WebhookConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebhookConfig")
+            .field("url", &self.url)
+            .field("topics", &self.topics)
+            .field("secrets", &format!("{} (hidden)", self.secrets.len()))
+            .field("body", &self.body)
+            .field("timeout", &self.timeout)
+            .field("concurrency", &self.concurrency)
+            .field("ca_file", &self.ca_file)
+            .field("redirects", &self.redirects)
+            .finish()
+    }
+}
+
+impl postbox_relay::Section for WebhookConfig {
+    const NAME: &'static str = "webhook";
+}
+
+impl postbox_relay::SinkConfig for WebhookConfig {
+    fn build(
+        self,
+        relay: &postbox_relay::Config,
+    ) -> Result<std::sync::Arc<dyn postbox_relay::Destination>, postbox_relay::ConfigError> {
+        if self.timeout >= relay.publish_timeout {
+            return Err(postbox_relay::ConfigError {
+                field: "webhook.timeout",
+                reason: format!(
+                    "{} must be shorter than relay.publish_timeout ({}); lower it or raise publish_timeout",
+                    humantime_serde::re::humantime::format_duration(self.timeout),
+                    humantime_serde::re::humantime::format_duration(relay.publish_timeout)
+                ),
+            });
+        }
+        Ok(std::sync::Arc::new(postbox_relay::Delivery::new(
+            crate::WebhookSink::new(self)?,
+        )))
+    }
+
+    fn describe(&self) -> String {
+        format!("webhooks to {}", self.url)
+    }
+}
+
+impl WebhookConfig {
+    /// Check the settings once at start-up.
+    pub fn validate(&self) -> Result<(), postbox_relay::ConfigError> {
+        let err = |field, reason: String| Err(postbox_relay::ConfigError { field, reason });
+        if self.url.is_empty() && self.topics.is_empty() {
+            return err(
+                "webhook.url",
+                "no URL: set webhook.url (e.g. https://hooks.example.com/{topic}) or [webhook.topics]".into(),
+            );
+        }
+        for (field, template) in std::iter::once(("webhook.url", &self.url))
+            .filter(|(_, t)| !t.is_empty())
+            .chain(self.topics.values().map(|t| ("webhook.topics", t)))
+        {
+            let sample = fill(template, "topic", Some("key"));
+            match reqwest::Url::parse(&sample) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+                _ => {
+                    return err(
+                        field,
+                        format!("{template:?} is not an http:// or https:// URL"),
+                    )
+                }
+            }
+        }
+        if self.secrets.is_empty() {
+            return err(
+                "webhook.secrets",
+                "no signing secret: receivers could not tell these requests from forged ones; add one (`echo whsec_$(openssl rand -base64 32)`)".into(),
+            );
+        }
+        for s in &self.secrets {
+            if let Err(e) = crate::SigningKey::from_secret(s.expose()) {
+                return err("webhook.secrets", e.to_string());
+            }
+        }
+        if self.concurrency == 0 {
+            return err("webhook.concurrency", "must be at least 1".into());
+        }
+        if self.timeout < Duration::from_millis(100) {
+            return err(
+                "webhook.timeout",
+                format!("{:?} is too short (at least 100ms)", self.timeout),
+            );
+        }
+        Ok(())
+    }
+
+    /// The URL an event goes to.
+    pub fn url_for(&self, topic: &str, key: Option<&str>) -> Result<reqwest::Url, String> {
+        let template = self.topics.get(topic).unwrap_or(&self.url);
+        if template.is_empty() {
+            return Err(format!(
+                "no URL for topic {topic:?}: set webhook.url or webhook.topics.{topic}"
+            ));
+        }
+        if template.contains("{key}") && key.is_none() {
+            return Err(format!(
+                "the event has no key, and the URL {template:?} needs one"
+            ));
+        }
+        let url = fill(template, topic, key);
+        reqwest::Url::parse(&url).map_err(|e| format!("URL {url:?}: {e}"))
+    }
+}
+
+/// `template` with `{topic}` and `{key}` replaced, each percent-encoded as
+/// one path segment.
+fn fill(template: &str, topic: &str, key: Option<&str>) -> String {
+    let enc = |s: &str| {
+        s.bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect::<String>()
+    };
+    let mut s = template.replace("{topic}", &enc(topic));
+    if let Some(k) = key {
+        s = s.replace("{key}", &enc(k));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_from_templates_and_bad_settings_named() {
+        let mut c = WebhookConfig {
+            url: "https://h.example/{topic}/{key}".into(),
+            secrets: vec![postbox_relay::Secret::new(
+                "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+            )],
+            ..Default::default()
+        };
+        assert!(c.validate().is_ok());
+        assert_eq!(
+            c.url_for("orders", Some("a b/c")).unwrap().as_str(),
+            "https://h.example/orders/a%20b%2Fc"
+        );
+        assert!(c.url_for("orders", None).unwrap_err().contains("no key"));
+        c.topics
+            .insert("audit".into(), "http://audit.example/in".into());
+        assert_eq!(
+            c.url_for("audit", None).unwrap().as_str(),
+            "http://audit.example/in"
+        );
+        c.url = "ftp://x/{topic}".into();
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("webhook.url"));
+        c.url = "https://h.example/{topic}".into();
+        c.secrets = vec![postbox_relay::Secret::new("whsec_canary!")];
+        let e = c.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("webhook.secrets") && !e.contains("canary"),
+            "{e}"
+        );
+        assert!(!format!("{c:?}").contains("canary"));
+        c.secrets.clear();
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("webhook.secrets"));
+    }
+}
