@@ -5,8 +5,10 @@
 //   flaky   500 on a message id's first request, 200 afterwards
 //   hang    never answers
 //   gone    410 with a short explanation
+//   busy    429 with Retry-After: 2 on a message id's first request, 200 afterwards
 //   moved   307 to the same path under `ok` on host "localhost" (another host)
-// Each request is printed as one JSON line: {mode, id, verified, key, traceparent, body}.
+// Each request is printed as one JSON line: {mode, id, verified, key, traceparent, body, at}
+// (at: milliseconds since the epoch).
 // Usage: node webhook_receiver.mjs <port> <whsec_secret> [cert.pem key.pem]
 import http from "node:http";
 import https from "node:https";
@@ -39,6 +41,7 @@ function handle(req, res) {
         key: req.headers["postbox-key"] ?? null,
         traceparent: req.headers["traceparent"] ?? null,
         body,
+        at: Date.now(),
       }),
     );
     if (!verified) {
@@ -50,6 +53,12 @@ function handle(req, res) {
       else {
         seen.add(id);
         res.writeHead(500).end("try again");
+      }
+    } else if (mode === "busy") {
+      if (seen.has(id)) res.writeHead(200).end();
+      else {
+        seen.add(id);
+        res.writeHead(429, { "retry-after": "2" }).end("slow down");
       }
     } else if (mode === "hang") {
       // never answers

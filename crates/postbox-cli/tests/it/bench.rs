@@ -80,6 +80,8 @@ async fn bench_all_quick_writes_every_figure_and_the_chart() {
             "relay → BullMQ (waves)",
             "raw Redis XADD, no PostgreSQL",
             "relay → Redis Streams",
+            "raw signed POST, no PostgreSQL",
+            "relay → webhook",
             "raw Kafka produce, no PostgreSQL",
             "relay → Kafka",
             "raw RabbitMQ publish, no PostgreSQL",

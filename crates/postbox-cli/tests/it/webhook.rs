@@ -217,6 +217,33 @@ async fn a_hanging_receiver_costs_no_attempts_and_holds_no_other_topic() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_retry_after_is_honoured_without_burning_attempts() {
+    let ctx = Ctx::new("hookbusy").await;
+    let rx = Receiver::start(None).await;
+    ctx.produce(vec![ctx.event("a", 1)]).await;
+    let url = format!("http://127.0.0.1:{}/busy/{{topic}}/{{key}}", rx.port);
+    let relay = relay(&ctx, &url, &[]);
+    wait_until(LONG, "delivered after the wait", || async {
+        ctx.unsent().await == 0
+    })
+    .await;
+    let busy = rx.seen("busy");
+    assert_eq!(
+        busy.len(),
+        2,
+        "asked once, then once after the wait: {busy:?}"
+    );
+    let waited = busy[1]["at"].as_i64().unwrap() - busy[0]["at"].as_i64().unwrap();
+    assert!(
+        waited >= 1900,
+        "the relay came back after {waited} ms, before Retry-After: 2"
+    );
+    assert_eq!(attempts(&ctx, &ctx.queue).await, 0);
+    drop(relay);
+    ctx.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn https_behind_a_private_ca_is_trusted_only_with_its_ca_file() {
     let ctx = Ctx::new("hooktls").await;
     let dir = std::env::temp_dir().join(format!("postbox-hook-ca-{}", postbox_testkit::suffix()));

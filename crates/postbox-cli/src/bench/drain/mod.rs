@@ -1,5 +1,5 @@
-//! Relay drain: pre-filled events → BullMQ, Redis Streams, Kafka, RabbitMQ
-//! and NATS JetStream, events/s, next to the SQL-only claim+mark rate (a sink that
+//! Relay drain: pre-filled events → BullMQ, Redis Streams, webhooks (a
+//! local receiver answering 200 at once), Kafka, RabbitMQ and NATS JetStream, events/s, next to the SQL-only claim+mark rate (a sink that
 //! acknowledges at once) and each broker's raw write rate (the same messages
 //! with the same acknowledgements, written without PostgreSQL). One file
 //! per broker beside this one.
@@ -9,6 +9,7 @@ mod kafka;
 mod nats;
 mod rabbitmq;
 mod redis_streams;
+mod webhook;
 
 use super::report::Section;
 use super::{Ctx, NullSink};
@@ -30,6 +31,8 @@ const RAW_RABBITMQ: &str = "raw RabbitMQ publish, no PostgreSQL";
 const RABBITMQ: &str = "relay → RabbitMQ";
 const RAW_STREAMS: &str = "raw Redis XADD, no PostgreSQL";
 const STREAMS: &str = "relay → Redis Streams";
+const RAW_WEBHOOK: &str = "raw signed POST, no PostgreSQL";
+const WEBHOOK: &str = "relay → webhook";
 const RAW_NATS: &str = "raw JetStream publish, no PostgreSQL";
 const NATS: &str = "relay → NATS JetStream";
 /// The event name and payload every row and raw message carries.
@@ -49,6 +52,7 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
     let (mut rabbit, mut raw_rabbit) = (Vec::new(), Vec::new());
     let (mut nats, mut raw_nats) = (Vec::new(), Vec::new());
     let (mut streams, mut raw_streams) = (Vec::new(), Vec::new());
+    let (mut hooks, mut raw_hooks) = (Vec::new(), Vec::new());
     for rep in 1..=p.reps {
         let r = drain(ctx, Arc::new(NullSink), "bench").await?;
         say(rep, SQL_ONLY, r);
@@ -81,6 +85,12 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
         say(rep, RAW_STREAMS, raw);
         streams.push(relayed);
         raw_streams.push(raw);
+
+        let (relayed, raw) = webhook::rep(ctx, rep).await?;
+        say(rep, WEBHOOK, relayed);
+        say(rep, RAW_WEBHOOK, raw);
+        hooks.push(relayed);
+        raw_hooks.push(raw);
 
         if let Some(brokers) = &p.kafka_brokers {
             let admin = kafka::KafkaAdmin::new(brokers)?;
@@ -130,6 +140,8 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
     s.measured(BULLMQ_WAVES, bullmq_waves, &[SQL_ONLY, RAW_BULLMQ]);
     s.baseline(RAW_STREAMS, raw_streams);
     s.measured(STREAMS, streams, &[SQL_ONLY, RAW_STREAMS]);
+    s.baseline(RAW_WEBHOOK, raw_hooks);
+    s.measured(WEBHOOK, hooks, &[SQL_ONLY, RAW_WEBHOOK]);
     if p.kafka_brokers.is_some() {
         s.baseline(RAW_KAFKA, raw_kafka);
         s.measured("relay → Kafka", kafka, &[SQL_ONLY, RAW_KAFKA]);

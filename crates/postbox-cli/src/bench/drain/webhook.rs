@@ -1,0 +1,105 @@
+//! The drain benchmark's webhook rows: the relay through its sink, and the
+//! same signed POSTs sent straight from an HTTP client (each awaited for its
+//! 2xx, as many at once per lane as the sink's `concurrency`, as many lanes
+//! as the relay has workers), both to a local receiver that answers 200 at
+//! once.
+
+use super::{drain, BODY, EVENT};
+use crate::bench::Ctx;
+use crate::CliError;
+use futures::stream::{self, StreamExt, TryStreamExt};
+use postbox_relay::{Delivery, Secret};
+use postbox_webhook::{SigningKey, WebhookConfig, WebhookSink};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+use tokio_util::sync::CancellationToken;
+
+/// A signing secret for the bench's own receiver.
+const SECRET: &str = "whsec_cG9zdGJveCBiZW5jaCBzaWduaW5nIGtleSAwMQ==";
+
+/// One repetition: (relay rate, raw rate).
+pub async fn rep(ctx: &Ctx, rep: usize) -> Result<(f64, f64), CliError> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let port = listener.local_addr()?.port();
+    let stop = CancellationToken::new();
+    let app = axum::Router::new().route(
+        "/{*path}",
+        axum::routing::post(|| async { axum::http::StatusCode::OK }),
+    );
+    let until = stop.clone().cancelled_owned();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(until)
+            .await
+    });
+    let config = WebhookConfig {
+        url: format!("http://127.0.0.1:{port}/{{topic}}"),
+        secrets: vec![Secret::new(SECRET)],
+        ..Default::default()
+    };
+    let concurrency = config.concurrency;
+    let topic = ctx.name(&format!("hook-{rep}"));
+    let relayed = drain(
+        ctx,
+        Arc::new(Delivery::new(WebhookSink::new(config)?)),
+        &topic,
+    )
+    .await;
+    let raw = raw_rate(ctx, port, concurrency).await;
+    stop.cancel();
+    server.await??;
+    Ok((relayed?, raw?))
+}
+
+async fn raw_rate(ctx: &Ctx, port: u16, concurrency: usize) -> Result<f64, CliError> {
+    let p = &ctx.p;
+    let client = reqwest::Client::builder().use_rustls_tls().build()?;
+    let key = SigningKey::from_secret(SECRET)?;
+    let url = format!("http://127.0.0.1:{port}/raw");
+    let per_lane = (p.events as usize).div_ceil(p.workers);
+    let started = Instant::now();
+    let lanes = (0..p.workers).map(|lane| {
+        let (client, key, url) = (client.clone(), key.clone(), url.clone());
+        let keys = p.keys as usize;
+        let first = lane * per_lane;
+        let last = (first + per_lane).min(p.events as usize);
+        async move {
+            stream::iter(first..last)
+                .map(|n| {
+                    let (client, key, url) = (&client, &key, &url);
+                    async move {
+                        let id = uuid::Uuid::new_v4().to_string();
+                        let body =
+                            serde_json::to_vec(&serde_json::json!({ "n": n, "body": BODY }))?;
+                        let ts = SystemTime::now()
+                            .duration_since(SystemTime::UNIX_EPOCH)
+                            .map_or(0, |d| d.as_secs() as i64);
+                        let response = client
+                            .post(url.as_str())
+                            .header("content-type", "application/json")
+                            .header("webhook-id", &id)
+                            .header("webhook-timestamp", ts.to_string())
+                            .header("webhook-signature", key.sign(&id, ts, &body))
+                            .header("postbox-event", EVENT)
+                            .header("postbox-key", format!("key-{}", n % keys))
+                            .body(body)
+                            .send()
+                            .await?;
+                        if !response.status().is_success() {
+                            return Err::<(), CliError>(
+                                format!("raw webhook POST: HTTP {}", response.status()).into(),
+                            );
+                        }
+                        Ok(())
+                    }
+                })
+                .buffer_unordered(concurrency)
+                .try_collect::<Vec<()>>()
+                .await
+        }
+    });
+    for r in futures::future::join_all(lanes).await {
+        r?;
+    }
+    Ok(p.events as f64 / started.elapsed().as_secs_f64())
+}
