@@ -1,8 +1,7 @@
 //! The drain benchmark's webhook rows: the relay through its sink, and the
 //! same signed POSTs sent straight from an HTTP client (each awaited for its
-//! 2xx, as many at once per lane as the sink's `concurrency`, as many lanes
-//! as the relay has workers), both to a local receiver that answers 200 at
-//! once.
+//! 2xx, as many in flight as the sink's `concurrency` allows one
+//! destination), both to a local receiver that answers 200 at once.
 
 use super::{drain, BODY, EVENT};
 use crate::bench::Ctx;
@@ -56,50 +55,40 @@ async fn raw_rate(ctx: &Ctx, port: u16, concurrency: usize) -> Result<f64, CliEr
     let client = reqwest::Client::builder().use_rustls_tls().build()?;
     let key = SigningKey::from_secret(SECRET)?;
     let url = format!("http://127.0.0.1:{port}/raw");
-    let per_lane = (p.events as usize).div_ceil(p.workers);
+    let keys = p.keys as usize;
     let started = Instant::now();
-    let lanes = (0..p.workers).map(|lane| {
-        let (client, key, url) = (client.clone(), key.clone(), url.clone());
-        let keys = p.keys as usize;
-        let first = lane * per_lane;
-        let last = (first + per_lane).min(p.events as usize);
-        async move {
-            stream::iter(first..last)
-                .map(|n| {
-                    let (client, key, url) = (&client, &key, &url);
-                    async move {
-                        let id = uuid::Uuid::new_v4().to_string();
-                        let body =
-                            serde_json::to_vec(&serde_json::json!({ "n": n, "body": BODY }))?;
-                        let ts = SystemTime::now()
-                            .duration_since(SystemTime::UNIX_EPOCH)
-                            .map_or(0, |d| d.as_secs() as i64);
-                        let response = client
-                            .post(url.as_str())
-                            .header("content-type", "application/json")
-                            .header("webhook-id", &id)
-                            .header("webhook-timestamp", ts.to_string())
-                            .header("webhook-signature", key.sign(&id, ts, &body))
-                            .header("postbox-event", EVENT)
-                            .header("postbox-key", format!("key-{}", n % keys))
-                            .body(body)
-                            .send()
-                            .await?;
-                        if !response.status().is_success() {
-                            return Err::<(), CliError>(
-                                format!("raw webhook POST: HTTP {}", response.status()).into(),
-                            );
-                        }
-                        Ok(())
-                    }
-                })
-                .buffer_unordered(concurrency)
-                .try_collect::<Vec<()>>()
-                .await
-        }
-    });
-    for r in futures::future::join_all(lanes).await {
-        r?;
-    }
+    // One destination: the sink's limit of `concurrency` requests in flight
+    // holds for all its workers together, so it holds here for all events.
+    stream::iter(0..p.events as usize)
+        .map(|n| {
+            let (client, key, url) = (&client, &key, &url);
+            async move {
+                let id = uuid::Uuid::new_v4().to_string();
+                let body = serde_json::to_vec(&serde_json::json!({ "n": n, "body": BODY }))?;
+                let ts = SystemTime::now()
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs() as i64);
+                let response = client
+                    .post(url.as_str())
+                    .header("content-type", "application/json")
+                    .header("webhook-id", &id)
+                    .header("webhook-timestamp", ts.to_string())
+                    .header("webhook-signature", key.sign(&id, ts, &body))
+                    .header("postbox-event", EVENT)
+                    .header("postbox-key", format!("key-{}", n % keys))
+                    .body(body)
+                    .send()
+                    .await?;
+                if !response.status().is_success() {
+                    return Err::<(), CliError>(
+                        format!("raw webhook POST: HTTP {}", response.status()).into(),
+                    );
+                }
+                Ok(())
+            }
+        })
+        .buffer_unordered(concurrency)
+        .try_collect::<Vec<()>>()
+        .await?;
     Ok(p.events as f64 / started.elapsed().as_secs_f64())
 }
