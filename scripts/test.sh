@@ -14,7 +14,7 @@ ensure_kafka_peers
 cd "$ROOT"
 # A service that only consumes builds the broker crates without their sink
 # (and so without the relay engine): keep that compiling.
-cargo check -q -p postbox-bullmq -p postbox-kafka -p postbox-rabbitmq -p postbox-nats -p postbox-redis-streams -p postbox-webhook --no-default-features
+cargo check -q -p postbox-bullmq -p postbox-kafka -p postbox-rabbitmq -p postbox-nats -p postbox-redis-streams -p postbox-webhook -p postbox-sqs --no-default-features
 if cargo nextest --version >/dev/null 2>&1; then
   exec cargo nextest run --workspace --no-fail-fast "$@"
 else

@@ -42,12 +42,12 @@ enum LogFormat {
 enum Command {
     /// Create or upgrade the outbox, dead-letter and inbox tables in a schema.
     Migrate(migrate::Args),
-    /// Run the relay daemon: move committed outbox events to the brokers (BullMQ, Kafka, RabbitMQ, NATS JetStream, Redis Streams, HTTP webhooks).
+    /// Run the relay daemon: move committed outbox events to the brokers (BullMQ, Kafka, RabbitMQ, NATS JetStream, Redis Streams, HTTP webhooks, SQS, SNS).
     Relay(Box<relay::Args>),
     /// Quick demo: produce events, relay them to BullMQ, consume them through the inbox.
     Demo(demo::Args),
     /// Benchmarks: relay drain, end-to-end latency, producer overhead, consumer throughput, table health.
-    Bench(bench::Args),
+    Bench(Box<bench::Args>),
     /// Grant a role the least rights it needs as a producer, the relay or a consumer.
     Grant(grant::Args),
     /// Inspect, replay or purge dead letters (events the relay gave up on).
@@ -93,7 +93,7 @@ fn main() -> ExitCode {
             Command::Migrate(a) => migrate::run(a).await,
             Command::Relay(a) => relay::run(*a, shutdown_signal()).await,
             Command::Demo(a) => demo::run(a).await,
-            Command::Bench(a) => bench::run(a).await,
+            Command::Bench(a) => bench::run(*a).await,
             Command::Dlq(a) => dlq::run(a).await,
             Command::InboxDlq(a) => inbox_dlq::run(a).await,
             Command::Grant(a) => grant::run(a).await,

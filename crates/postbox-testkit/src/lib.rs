@@ -4,6 +4,7 @@
 
 mod http;
 mod kafka;
+mod moto_server;
 mod nats_server;
 mod postgres;
 mod rabbitmq_server;
@@ -13,6 +14,7 @@ mod tls;
 
 pub use http::http_get;
 pub use kafka::{kafka_consume_independent, KafkaBroker};
+pub use moto_server::MotoServer;
 pub use nats_server::NatsServer;
 pub use postgres::PgCluster;
 pub use rabbitmq_server::RabbitmqServer;

@@ -59,6 +59,14 @@ pub struct Args {
     /// AMQP URL for the drain benchmark's RabbitMQ rows (skipped without).
     #[arg(long, env = "RABBITMQ_URL", hide_env_values = true)]
     rabbitmq_url: Option<String>,
+    /// SQS endpoint for the drain benchmark's SQS rows (a local SQS-compatible
+    /// server, or `https://sqs.<region>.amazonaws.com`; credentials from the
+    /// standard AWS chain; skipped without).
+    #[arg(long)]
+    sqs_endpoint_url: Option<String>,
+    /// AWS region of the SQS rows.
+    #[arg(long, default_value = "us-east-1")]
+    sqs_region: String,
     /// NATS URL for the drain benchmark's JetStream rows (skipped without).
     #[arg(long, env = "NATS_URL", hide_env_values = true)]
     nats_url: Option<String>,
@@ -133,6 +141,8 @@ pub(crate) struct Params {
     rabbitmq_url: Option<String>,
     #[serde(skip)]
     nats_url: Option<String>,
+    sqs_endpoint_url: Option<String>,
+    sqs_region: String,
     reps: usize,
     events: i64,
     keys: i64,
@@ -189,6 +199,8 @@ impl Args {
             kafka_brokers: self.kafka_brokers.clone().filter(|b| !b.is_empty()),
             rabbitmq_url: self.rabbitmq_url.clone().filter(|u| !u.is_empty()),
             nats_url: self.nats_url.clone().filter(|u| !u.is_empty()),
+            sqs_endpoint_url: self.sqs_endpoint_url.clone().filter(|u| !u.is_empty()),
+            sqs_region: self.sqs_region.clone(),
             reps: self.reps.unwrap_or(if q { 1 } else { 3 }),
             events: self.events.unwrap_or(if q { 2000 } else { 100_000 }),
             keys: self.keys,

@@ -64,6 +64,8 @@ pub const SINKS: &[SinkKind] = &[
     kind::<postbox_nats::NatsConfig>("NATS JetStream"),
     kind::<postbox_redis_streams::RedisStreamsConfig>("Redis Streams"),
     kind::<postbox_webhook::WebhookConfig>("HTTP webhooks"),
+    kind::<postbox_sqs::SqsConfig>("Amazon SQS"),
+    kind::<postbox_sqs::SnsConfig>("Amazon SNS"),
 ];
 
 /// The sink kind called `name`, or an error listing the known ones.

@@ -24,5 +24,6 @@ mod redis_outage;
 mod redis_streams;
 mod relay_order;
 mod settings;
+mod sqs;
 mod status;
 mod webhook;

@@ -9,6 +9,7 @@ mod kafka;
 mod nats;
 mod rabbitmq;
 mod redis_streams;
+mod sqs;
 mod webhook;
 
 use super::report::Section;
@@ -33,6 +34,8 @@ const RAW_STREAMS: &str = "raw Redis XADD, no PostgreSQL";
 const STREAMS: &str = "relay → Redis Streams";
 const RAW_WEBHOOK: &str = "raw signed POST, no PostgreSQL";
 const WEBHOOK: &str = "relay → webhook";
+const RAW_SQS: &str = "raw SQS SendMessageBatch, no PostgreSQL";
+const SQS: &str = "relay → SQS FIFO";
 const RAW_NATS: &str = "raw JetStream publish, no PostgreSQL";
 const NATS: &str = "relay → NATS JetStream";
 /// The event name and payload every row and raw message carries.
@@ -53,6 +56,7 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
     let (mut nats, mut raw_nats) = (Vec::new(), Vec::new());
     let (mut streams, mut raw_streams) = (Vec::new(), Vec::new());
     let (mut hooks, mut raw_hooks) = (Vec::new(), Vec::new());
+    let (mut sqs_rows, mut raw_sqs) = (Vec::new(), Vec::new());
     for rep in 1..=p.reps {
         let r = drain(ctx, Arc::new(NullSink), "bench").await?;
         say(rep, SQL_ONLY, r);
@@ -119,6 +123,14 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
             raw_rabbit.push(raw);
         }
 
+        if let Some(endpoint) = &p.sqs_endpoint_url {
+            let (relayed, raw) = sqs::rep(ctx, endpoint, &p.sqs_region, rep).await?;
+            say(rep, SQS, relayed);
+            say(rep, RAW_SQS, raw);
+            sqs_rows.push(relayed);
+            raw_sqs.push(raw);
+        }
+
         if let Some(url) = &p.nats_url {
             let (relayed, raw) = nats::rep(ctx, url, rep).await?;
             say(rep, NATS, relayed);
@@ -155,6 +167,13 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
     } else {
         s.skipped
             .push("relay → RabbitMQ and raw RabbitMQ publish: no --rabbitmq-url".into());
+    }
+    if p.sqs_endpoint_url.is_some() {
+        s.baseline(RAW_SQS, raw_sqs);
+        s.measured(SQS, sqs_rows, &[SQL_ONLY, RAW_SQS]);
+    } else {
+        s.skipped
+            .push("relay → SQS and raw SendMessageBatch: no --sqs-endpoint-url".into());
     }
     if p.nats_url.is_some() {
         s.baseline(RAW_NATS, raw_nats);

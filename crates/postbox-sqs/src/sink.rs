@@ -1,0 +1,352 @@
+//! The relay's SQS and SNS sinks. A wave's events go out in batches of up
+//! to 10 per queue or topic (`SendMessageBatch`, `PublishBatch`) and each
+//! entry's answer is read on its own: an entry the service refuses as the
+//! sender's fault is a rejection, the rest passes. A queue or topic that
+//! does not exist is a rejection naming it; throttling, server errors and
+//! unreachable endpoints are transient.
+//!
+//! Order: the delivery layer sends at most one event per key per wave and
+//! awaits the wave before the next; on FIFO queues and topics the key is
+//! also the message group, so SQS itself keeps the key's order for its
+//! consumers, and the event id is the deduplication id.
+
+use crate::config::{SnsConfig, SqsConfig};
+use crate::{ATTR_EVENT, ATTR_EVENT_ID, ATTR_HEADERS, ATTR_KEY, MAX_MESSAGE_BYTES};
+use aws_sdk_sqs::error::ProvideErrorMetadata;
+use postbox_relay::{Encoded, OutboxEvent, Sink, SinkError};
+use std::collections::BTreeMap;
+
+/// One event as an SQS message or SNS notification.
+#[derive(Debug)]
+pub struct Outgoing {
+    target: String,
+    body: String,
+    /// Set on FIFO queues and topics only.
+    group: Option<String>,
+    dedup: Option<String>,
+    attributes: Vec<(&'static str, String)>,
+}
+
+fn encode(e: &OutboxEvent, target: String) -> Result<Outgoing, SinkError> {
+    let body = serde_json::to_string(&e.payload)
+        .map_err(|err| SinkError::rejected(format!("payload is not serialisable: {err}")))?;
+    let mut attributes = vec![
+        (ATTR_EVENT_ID, e.event_id.to_string()),
+        (ATTR_EVENT, e.event.clone()),
+    ];
+    if let Some(k) = &e.key {
+        attributes.push((ATTR_KEY, k.clone()));
+    }
+    // The one rule every sink forwards headers by (bad trace context dropped).
+    let headers: serde_json::Map<String, serde_json::Value> = postbox_relay::headers::forwarded(e)
+        .into_iter()
+        .map(|(n, t)| (n.to_owned(), serde_json::Value::String(t)))
+        .collect();
+    if !headers.is_empty() {
+        attributes.push((ATTR_HEADERS, serde_json::Value::Object(headers).to_string()));
+    }
+    let size = body.len()
+        + attributes
+            .iter()
+            .map(|(n, v)| n.len() + "String".len() + v.len())
+            .sum::<usize>();
+    if size > MAX_MESSAGE_BYTES {
+        return Err(SinkError::rejected(format!(
+            "message is {size} bytes with its attributes; SQS and SNS take at most {MAX_MESSAGE_BYTES} (store the body elsewhere and send a reference)"
+        )));
+    }
+    let fifo = target.ends_with(".fifo");
+    Ok(Outgoing {
+        group: fifo.then(|| e.key.clone().unwrap_or_else(|| e.topic.clone())),
+        dedup: fifo.then(|| e.event_id.to_string()),
+        target,
+        body,
+        attributes,
+    })
+}
+
+/// Group a wave's messages by queue or topic, in chunks of 10, remembering
+/// each one's place in the wave.
+fn batches<'a>(wave: &'a [Encoded<'_, Outgoing>]) -> Vec<(&'a str, Vec<(usize, &'a Outgoing)>)> {
+    let mut by_target: BTreeMap<&str, Vec<(usize, &Outgoing)>> = BTreeMap::new();
+    for (i, m) in wave.iter().enumerate() {
+        by_target
+            .entry(&m.message.target)
+            .or_default()
+            .push((i, &m.message));
+    }
+    by_target
+        .into_iter()
+        .flat_map(|(t, ms)| ms.chunks(10).map(|c| (t, c.to_vec())).collect::<Vec<_>>())
+        .collect()
+}
+
+/// A failed call, for every entry of its batch.
+fn call_failed<E: ProvideErrorMetadata + std::error::Error + 'static>(
+    e: &aws_sdk_sqs::error::SdkError<E>,
+    what: &str,
+    target: &str,
+) -> SinkError {
+    let code = e.code().unwrap_or_default();
+    // Dispatch and timeout errors carry no service message; their sources do.
+    let text = e
+        .message()
+        .map(str::to_owned)
+        .unwrap_or_else(|| aws_sdk_sqs::error::DisplayErrorContext(e).to_string());
+    if code.contains("NonExistentQueue") || code.contains("QueueDoesNotExist") || code == "NotFound"
+    {
+        SinkError::rejected(format!(
+            "{what} {target} does not exist ({code}): create it, or route the topic elsewhere"
+        ))
+    } else {
+        SinkError::transient(format!("{what} {target}: {code} {text}"))
+    }
+}
+
+fn entry_failed(sender_fault: bool, code: &str, message: Option<&str>, target: &str) -> SinkError {
+    let text = format!(
+        "{target} refused the message: {code} {}",
+        message.unwrap_or_default()
+    );
+    if sender_fault {
+        SinkError::rejected(text)
+    } else {
+        SinkError::transient(text)
+    }
+}
+
+/// Sends outbox events to SQS queues.
+pub struct SqsSink {
+    config: SqsConfig,
+    client: tokio::sync::OnceCell<aws_sdk_sqs::Client>,
+}
+
+impl SqsSink {
+    /// The sink; the AWS configuration is loaded on first use.
+    pub fn new(config: SqsConfig) -> Result<Self, postbox_relay::ConfigError> {
+        config.validate()?;
+        Ok(SqsSink {
+            config,
+            client: tokio::sync::OnceCell::new(),
+        })
+    }
+
+    async fn client(&self) -> &aws_sdk_sqs::Client {
+        self.client
+            .get_or_init(|| async {
+                let c = crate::sdk_config(
+                    self.config.region.as_deref(),
+                    self.config.endpoint_url.as_deref(),
+                )
+                .await;
+                aws_sdk_sqs::Client::new(&c)
+            })
+            .await
+    }
+}
+
+#[async_trait::async_trait]
+impl Sink for SqsSink {
+    type Message = Outgoing;
+
+    fn name(&self) -> &'static str {
+        "sqs"
+    }
+
+    fn encode(&self, e: &OutboxEvent) -> Result<Outgoing, SinkError> {
+        encode(
+            e,
+            self.config
+                .queue_for(&e.topic)
+                .map_err(SinkError::rejected)?,
+        )
+    }
+
+    async fn send_wave(&self, wave: Vec<Encoded<'_, Outgoing>>) -> Vec<Result<(), SinkError>> {
+        use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
+        let client = self.client().await;
+        let mut results: Vec<Result<(), SinkError>> = (0..wave.len())
+            .map(|_| Err(SinkError::NotAttempted))
+            .collect();
+        let calls = batches(&wave).into_iter().map(|(queue, batch)| {
+            let entries = batch.iter().map(|(i, m)| {
+                let attributes = m
+                    .attributes
+                    .iter()
+                    .map(|(n, v)| {
+                        let value = MessageAttributeValue::builder()
+                            .data_type("String")
+                            .string_value(v)
+                            .build()
+                            .expect("data type set");
+                        (n.to_string(), value)
+                    })
+                    .collect();
+                SendMessageBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .message_body(&m.body)
+                    .set_message_group_id(m.group.clone())
+                    .set_message_deduplication_id(m.dedup.clone())
+                    .set_message_attributes(Some(attributes))
+                    .build()
+                    .expect("id and body set")
+            });
+            let call = client
+                .send_message_batch()
+                .queue_url(queue)
+                .set_entries(Some(entries.collect()));
+            async move { (queue, batch, call.send().await) }
+        });
+        for (queue, batch, answer) in futures::future::join_all(calls).await {
+            match answer {
+                Err(e) => {
+                    let err = call_failed(&e, "queue", queue);
+                    for (i, _) in batch {
+                        results[i] = Err(clone(&err));
+                    }
+                }
+                Ok(out) => {
+                    for ok in out.successful() {
+                        if let Ok(i) = ok.id().parse::<usize>() {
+                            results[i] = Ok(());
+                        }
+                    }
+                    for f in out.failed() {
+                        if let Ok(i) = f.id().parse::<usize>() {
+                            results[i] =
+                                Err(entry_failed(f.sender_fault(), f.code(), f.message(), queue));
+                        }
+                    }
+                }
+            }
+        }
+        results
+    }
+
+    async fn reset(&self) {}
+
+    async fn check(&self) -> Result<(), SinkError> {
+        Ok(())
+    }
+}
+
+/// Sends outbox events to SNS topics.
+pub struct SnsSink {
+    config: SnsConfig,
+    client: tokio::sync::OnceCell<aws_sdk_sns::Client>,
+}
+
+impl SnsSink {
+    /// The sink; the AWS configuration is loaded on first use.
+    pub fn new(config: SnsConfig) -> Result<Self, postbox_relay::ConfigError> {
+        config.validate()?;
+        Ok(SnsSink {
+            config,
+            client: tokio::sync::OnceCell::new(),
+        })
+    }
+
+    async fn client(&self) -> &aws_sdk_sns::Client {
+        self.client
+            .get_or_init(|| async {
+                let c = crate::sdk_config(
+                    self.config.region.as_deref(),
+                    self.config.endpoint_url.as_deref(),
+                )
+                .await;
+                aws_sdk_sns::Client::new(&c)
+            })
+            .await
+    }
+}
+
+#[async_trait::async_trait]
+impl Sink for SnsSink {
+    type Message = Outgoing;
+
+    fn name(&self) -> &'static str {
+        "sns"
+    }
+
+    fn encode(&self, e: &OutboxEvent) -> Result<Outgoing, SinkError> {
+        encode(
+            e,
+            self.config.arn_for(&e.topic).map_err(SinkError::rejected)?,
+        )
+    }
+
+    async fn send_wave(&self, wave: Vec<Encoded<'_, Outgoing>>) -> Vec<Result<(), SinkError>> {
+        use aws_sdk_sns::types::{MessageAttributeValue, PublishBatchRequestEntry};
+        let client = self.client().await;
+        let mut results: Vec<Result<(), SinkError>> = (0..wave.len())
+            .map(|_| Err(SinkError::NotAttempted))
+            .collect();
+        let calls = batches(&wave).into_iter().map(|(topic, batch)| {
+            let entries = batch.iter().map(|(i, m)| {
+                let attributes = m
+                    .attributes
+                    .iter()
+                    .map(|(n, v)| {
+                        let value = MessageAttributeValue::builder()
+                            .data_type("String")
+                            .string_value(v)
+                            .build()
+                            .expect("data type set");
+                        (n.to_string(), value)
+                    })
+                    .collect();
+                PublishBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .message(&m.body)
+                    .set_message_group_id(m.group.clone())
+                    .set_message_deduplication_id(m.dedup.clone())
+                    .set_message_attributes(Some(attributes))
+                    .build()
+                    .expect("id and message set")
+            });
+            let call = client
+                .publish_batch()
+                .topic_arn(topic)
+                .set_publish_batch_request_entries(Some(entries.collect()));
+            async move { (topic, batch, call.send().await) }
+        });
+        for (topic, batch, answer) in futures::future::join_all(calls).await {
+            match answer {
+                Err(e) => {
+                    let err = call_failed(&e, "topic", topic);
+                    for (i, _) in batch {
+                        results[i] = Err(clone(&err));
+                    }
+                }
+                Ok(out) => {
+                    for ok in out.successful() {
+                        if let Some(i) = ok.id().and_then(|id| id.parse::<usize>().ok()) {
+                            results[i] = Ok(());
+                        }
+                    }
+                    for f in out.failed() {
+                        if let Ok(i) = f.id().parse::<usize>() {
+                            results[i] =
+                                Err(entry_failed(f.sender_fault(), f.code(), f.message(), topic));
+                        }
+                    }
+                }
+            }
+        }
+        results
+    }
+
+    async fn reset(&self) {}
+
+    async fn check(&self) -> Result<(), SinkError> {
+        Ok(())
+    }
+}
+
+fn clone(e: &SinkError) -> SinkError {
+    match e {
+        SinkError::Rejected { message, .. } => SinkError::rejected(message.clone()),
+        SinkError::Transient { message, .. } => SinkError::transient(message.clone()),
+        SinkError::NotAttempted => SinkError::NotAttempted,
+    }
+}
