@@ -81,6 +81,56 @@ fn batches<'a>(wave: &'a [Encoded<'_, Outgoing>]) -> Vec<(&'a str, Vec<(usize, &
         .collect()
 }
 
+/// One batch call's answer: the entries delivered, and those refused with
+/// (sender's fault, code, message).
+struct BatchAnswer {
+    delivered: Vec<usize>,
+    refused: Vec<(usize, bool, String, Option<String>)>,
+}
+
+/// Send a wave as batch calls (at once), each by `call`, and give every
+/// message its result.
+async fn send_batches<'a, F, Fut>(
+    wave: &'a [Encoded<'_, Outgoing>],
+    call: F,
+) -> Vec<Result<(), SinkError>>
+where
+    F: Fn(&'a str, Vec<(usize, &'a Outgoing)>) -> Fut,
+    Fut: std::future::Future<Output = Result<BatchAnswer, SinkError>>,
+{
+    let mut results: Vec<Result<(), SinkError>> = (0..wave.len())
+        .map(|_| Err(SinkError::NotAttempted))
+        .collect();
+    let calls = batches(wave).into_iter().map(|(target, batch)| {
+        let places: Vec<usize> = batch.iter().map(|(i, _)| *i).collect();
+        let answer = call(target, batch);
+        async move { (target, places, answer.await) }
+    });
+    for (target, places, answer) in futures::future::join_all(calls).await {
+        match answer {
+            Err(e) => {
+                for i in places {
+                    results[i] = Err(clone(&e));
+                }
+            }
+            Ok(a) => {
+                for i in a.delivered {
+                    results[i] = Ok(());
+                }
+                for (i, sender_fault, code, message) in a.refused {
+                    results[i] = Err(entry_failed(
+                        sender_fault,
+                        &code,
+                        message.as_deref(),
+                        target,
+                    ));
+                }
+            }
+        }
+    }
+    results
+}
+
 /// A failed call, for every entry of its batch.
 fn call_failed<E: ProvideErrorMetadata + std::error::Error + 'static>(
     e: &aws_sdk_sqs::error::SdkError<E>,
@@ -165,10 +215,7 @@ impl Sink for SqsSink {
     async fn send_wave(&self, wave: Vec<Encoded<'_, Outgoing>>) -> Vec<Result<(), SinkError>> {
         use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
         let client = self.client().await;
-        let mut results: Vec<Result<(), SinkError>> = (0..wave.len())
-            .map(|_| Err(SinkError::NotAttempted))
-            .collect();
-        let calls = batches(&wave).into_iter().map(|(queue, batch)| {
+        send_batches(&wave, |queue, batch| async move {
             let entries = batch.iter().map(|(i, m)| {
                 let attributes = m
                     .attributes
@@ -191,36 +238,35 @@ impl Sink for SqsSink {
                     .build()
                     .expect("id and body set")
             });
-            let call = client
+            let out = client
                 .send_message_batch()
                 .queue_url(queue)
-                .set_entries(Some(entries.collect()));
-            async move { (queue, batch, call.send().await) }
-        });
-        for (queue, batch, answer) in futures::future::join_all(calls).await {
-            match answer {
-                Err(e) => {
-                    let err = call_failed(&e, "queue", queue);
-                    for (i, _) in batch {
-                        results[i] = Err(clone(&err));
-                    }
-                }
-                Ok(out) => {
-                    for ok in out.successful() {
-                        if let Ok(i) = ok.id().parse::<usize>() {
-                            results[i] = Ok(());
-                        }
-                    }
-                    for f in out.failed() {
-                        if let Ok(i) = f.id().parse::<usize>() {
-                            results[i] =
-                                Err(entry_failed(f.sender_fault(), f.code(), f.message(), queue));
-                        }
-                    }
-                }
-            }
-        }
-        results
+                .set_entries(Some(entries.collect()))
+                .send()
+                .await
+                .map_err(|e| call_failed(&e, "queue", queue))?;
+            Ok(BatchAnswer {
+                delivered: out
+                    .successful()
+                    .iter()
+                    .filter_map(|ok| ok.id().parse().ok())
+                    .collect(),
+                refused: out
+                    .failed()
+                    .iter()
+                    .filter_map(|f| {
+                        let i = f.id().parse().ok()?;
+                        Some((
+                            i,
+                            f.sender_fault(),
+                            f.code().to_owned(),
+                            f.message().map(str::to_owned),
+                        ))
+                    })
+                    .collect(),
+            })
+        })
+        .await
     }
 
     async fn reset(&self) {}
@@ -278,10 +324,7 @@ impl Sink for SnsSink {
     async fn send_wave(&self, wave: Vec<Encoded<'_, Outgoing>>) -> Vec<Result<(), SinkError>> {
         use aws_sdk_sns::types::{MessageAttributeValue, PublishBatchRequestEntry};
         let client = self.client().await;
-        let mut results: Vec<Result<(), SinkError>> = (0..wave.len())
-            .map(|_| Err(SinkError::NotAttempted))
-            .collect();
-        let calls = batches(&wave).into_iter().map(|(topic, batch)| {
+        send_batches(&wave, |topic, batch| async move {
             let entries = batch.iter().map(|(i, m)| {
                 let attributes = m
                     .attributes
@@ -304,36 +347,35 @@ impl Sink for SnsSink {
                     .build()
                     .expect("id and message set")
             });
-            let call = client
+            let out = client
                 .publish_batch()
                 .topic_arn(topic)
-                .set_publish_batch_request_entries(Some(entries.collect()));
-            async move { (topic, batch, call.send().await) }
-        });
-        for (topic, batch, answer) in futures::future::join_all(calls).await {
-            match answer {
-                Err(e) => {
-                    let err = call_failed(&e, "topic", topic);
-                    for (i, _) in batch {
-                        results[i] = Err(clone(&err));
-                    }
-                }
-                Ok(out) => {
-                    for ok in out.successful() {
-                        if let Some(i) = ok.id().and_then(|id| id.parse::<usize>().ok()) {
-                            results[i] = Ok(());
-                        }
-                    }
-                    for f in out.failed() {
-                        if let Ok(i) = f.id().parse::<usize>() {
-                            results[i] =
-                                Err(entry_failed(f.sender_fault(), f.code(), f.message(), topic));
-                        }
-                    }
-                }
-            }
-        }
-        results
+                .set_publish_batch_request_entries(Some(entries.collect()))
+                .send()
+                .await
+                .map_err(|e| call_failed(&e, "topic", topic))?;
+            Ok(BatchAnswer {
+                delivered: out
+                    .successful()
+                    .iter()
+                    .filter_map(|ok| ok.id()?.parse().ok())
+                    .collect(),
+                refused: out
+                    .failed()
+                    .iter()
+                    .filter_map(|f| {
+                        let i = f.id().parse().ok()?;
+                        Some((
+                            i,
+                            f.sender_fault(),
+                            f.code().to_owned(),
+                            f.message().map(str::to_owned),
+                        ))
+                    })
+                    .collect(),
+            })
+        })
+        .await
     }
 
     async fn reset(&self) {}

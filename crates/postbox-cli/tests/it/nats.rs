@@ -186,41 +186,7 @@ async fn nats_killed_under_load_costs_no_attempts_and_loses_nothing() {
     let stream = stream_name(&ctx);
     create_stream(&js(&nats).await, &stream, vec![ctx.queue.clone()]).await;
     let relay = relay(&ctx, &nats, &[]);
-    let produce = |from: usize| {
-        (from..from + 100)
-            .map(|i| ctx.event(&format!("k{}", i % 8), i))
-            .collect::<Vec<_>>()
-    };
-    ctx.produce(produce(0)).await;
-    wait_until(LONG, "the first events sent", || async {
-        ctx.unsent().await == 0
-    })
-    .await;
-    nats.kill();
-    ctx.produce(produce(100)).await;
-    // Down: over several failed passes the rows wait, no attempt is counted,
-    // nothing is dead-lettered.
-    wait_until(
-        LONG,
-        "three failed passes against the dead server",
-        || async { relay.output().matches("broker unavailable").count() >= 3 },
-    )
-    .await;
-    let attempts: i64 = sqlx::query_scalar(&format!(
-        "SELECT coalesce(max(attempts), 0)::bigint FROM {}.outbox",
-        ctx.schema
-    ))
-    .fetch_one(&ctx.pool)
-    .await
-    .unwrap();
-    assert_eq!(attempts, 0);
-    assert_eq!(ctx.unsent().await, 100);
-    nats.restart().await;
-    wait_until(LONG, "every event sent after the restart", || async {
-        ctx.unsent().await == 0
-    })
-    .await;
-    assert!(ctx.dead_letters().await.is_empty());
+    survives_a_killed_broker(&ctx, &relay, &mut nats).await;
     let (stored, _) = js_read(&nats, &stream, 200).await;
     assert_eq!(stored, 200, "every event stored once");
     ctx.cleanup().await;

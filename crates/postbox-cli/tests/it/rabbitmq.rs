@@ -80,19 +80,8 @@ async fn rabbitmq_events_arrive_intact_and_in_key_order_through_relay_kills() {
     .await;
 
     let seen = amqplib_read(&postbox_testkit::rabbitmq_url(), &ctx.queue, N).await;
-    let rows: HashMap<String, (String, i64)> =
-        sqlx::query_as::<_, (String, String, i64)>(&format!(
-            "SELECT event_id::text, key, (payload->>'seq')::bigint FROM {}.outbox",
-            ctx.schema
-        ))
-        .fetch_all(&ctx.pool)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|(id, k, s)| (id, (k, s)))
-        .collect();
-    let mut first = HashSet::new();
-    let mut last_seq: HashMap<String, i64> = HashMap::new();
+    let rows = ctx.rows_by_event_id().await;
+    let mut first = FirstOccurrences::default();
     for m in &seen {
         let id = m["messageId"].as_str().unwrap();
         let (key, s) = rows.get(id).expect("message id = an outbox event id");
@@ -108,12 +97,9 @@ async fn rabbitmq_events_arrive_intact_and_in_key_order_through_relay_kills() {
             .starts_with("00-"));
         assert_eq!(m["body"]["seq"], *s, "payload intact");
         assert!(m["timestamp"].as_u64().unwrap() > 1_700_000_000);
-        if first.insert(id.to_owned()) {
-            let prev = last_seq.insert(key.clone(), *s).unwrap_or(0);
-            assert_eq!(*s, prev + 1, "key {key}: first occurrences in outbox order");
-        }
+        first.see(id, key, *s);
     }
-    assert_eq!(first.len(), N, "every event at least once");
+    assert_eq!(first.distinct(), N, "every event at least once");
     println!(
         "rabbitmq order/kill: {N} events, {} messages read, {} duplicates (RabbitMQ does not de-duplicate; the inbox does)",
         seen.len(),
@@ -261,42 +247,7 @@ async fn rabbitmq_killed_under_load_costs_no_attempts_and_loses_nothing() {
     let mut args: Vec<&str> = FAST_DEAD_LETTER.to_vec();
     args.extend(["--rabbitmq-declare", "true"]);
     let relay = relay(&ctx, &url, &args);
-    let produce = |from: usize| {
-        (from..from + 100)
-            .map(|i| ctx.event(&format!("k{}", i % 8), i))
-            .collect::<Vec<_>>()
-    };
-    ctx.produce(produce(0)).await;
-    wait_until(LONG, "the first events sent", || async {
-        ctx.unsent().await == 0
-    })
-    .await;
-    rabbit.kill();
-    ctx.produce(produce(100)).await;
-    // Down: over several failed passes the rows wait, no attempt is counted,
-    // nothing is dead-lettered.
-    wait_until(
-        LONG,
-        "three failed passes against the dead node",
-        || async { relay.output().matches("broker unavailable").count() >= 3 },
-    )
-    .await;
-    let attempts: i64 = sqlx::query_scalar(&format!(
-        "SELECT coalesce(max(attempts), 0)::bigint FROM {}.outbox",
-        ctx.schema
-    ))
-    .fetch_one(&ctx.pool)
-    .await
-    .unwrap();
-    assert_eq!(attempts, 0);
-    assert_eq!(ctx.unsent().await, 100);
-    rabbit.restart().await;
-    wait_until(LONG, "every event sent after the restart", || async {
-        ctx.unsent().await == 0
-    })
-    .await;
-    let dead = ctx.dead_letters().await;
-    assert!(dead.is_empty(), "{dead:?}\n{}", relay.output());
+    survives_a_killed_broker(&ctx, &relay, &mut rabbit).await;
 
     // The server's own limit (max_message_size, under the sink's
     // max_message_bytes): the node closes the channel on that message; it is

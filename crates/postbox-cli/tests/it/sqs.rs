@@ -77,20 +77,6 @@ async fn boto3_read(moto: &MotoServer, queue_url: &str, n: usize) -> Vec<Value> 
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-/// Outbox rows by event id: (key, seq).
-async fn rows(ctx: &Ctx) -> HashMap<String, (String, i64)> {
-    sqlx::query_as::<_, (String, String, i64)>(&format!(
-        "SELECT event_id::text, key, (payload->>'seq')::bigint FROM {}.outbox",
-        ctx.schema
-    ))
-    .fetch_all(&ctx.pool)
-    .await
-    .unwrap()
-    .into_iter()
-    .map(|(id, k, s)| (id, (k, s)))
-    .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqs_fifo_keeps_key_order_and_drops_re_sends_through_relay_kills() {
     let ctx = Ctx::new("sqsfifo").await;
@@ -134,9 +120,8 @@ async fn sqs_fifo_keeps_key_order_and_drops_re_sends_through_relay_kills() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let seen = boto3_read(&moto, &queue, N).await;
-    let rows = rows(&ctx).await;
-    let mut first = HashSet::new();
-    let mut last: HashMap<String, i64> = HashMap::new();
+    let rows = ctx.rows_by_event_id().await;
+    let mut first = FirstOccurrences::default();
     for m in &seen {
         let a = &m["attributes"];
         let id = a["postbox-event-id"].as_str().unwrap();
@@ -148,12 +133,9 @@ async fn sqs_fifo_keeps_key_order_and_drops_re_sends_through_relay_kills() {
         assert!(headers["traceparent"].as_str().unwrap().starts_with("00-"));
         let body: Value = serde_json::from_str(m["body"].as_str().unwrap()).unwrap();
         assert_eq!(body["seq"], *s, "payload intact");
-        if first.insert(id.to_owned()) {
-            let prev = last.insert(key.clone(), *s).unwrap_or(0);
-            assert_eq!(*s, prev + 1, "key {key}: first occurrences in outbox order");
-        }
+        first.see(id, key, *s);
     }
-    assert_eq!(first.len(), N, "every event at least once");
+    assert_eq!(first.distinct(), N, "every event at least once");
     assert_eq!(seen.len(), N, "FIFO deduplication dropped every re-send");
     drop((r2, r3));
     ctx.cleanup().await;

@@ -309,3 +309,119 @@ pub async fn recovers_once<F>(
     .unwrap();
     assert_eq!(distinct, n, "each effect once, the key carried");
 }
+
+impl Ctx {
+    /// Outbox rows by event id: (key, seq from the payload).
+    pub async fn rows_by_event_id(&self) -> std::collections::HashMap<String, (String, i64)> {
+        sqlx::query_as::<_, (String, String, i64)>(&format!(
+            "SELECT event_id::text, key, (payload->>'seq')::bigint FROM {}.outbox",
+            self.schema
+        ))
+        .fetch_all(&self.pool)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(id, k, s)| (id, (k, s)))
+        .collect()
+    }
+
+    /// The highest `attempts` of any row (0: no failure was counted).
+    pub async fn max_attempts(&self) -> i64 {
+        sqlx::query_scalar(&format!(
+            "SELECT coalesce(max(attempts), 0)::bigint FROM {}.outbox",
+            self.schema
+        ))
+        .fetch_one(&self.pool)
+        .await
+        .unwrap()
+    }
+}
+
+/// Per-key order of first occurrences: feed each message read, in the order
+/// read, as (event id, key, seq); re-sends are skipped, and each key's first
+/// occurrences must be 1, 2, 3…. Returns how many distinct events were seen.
+#[derive(Default)]
+pub struct FirstOccurrences {
+    seen: std::collections::HashSet<String>,
+    last: std::collections::HashMap<String, i64>,
+}
+
+impl FirstOccurrences {
+    pub fn see(&mut self, id: &str, key: &str, seq: i64) {
+        if self.seen.insert(id.to_owned()) {
+            let prev = self.last.insert(key.to_owned(), seq).unwrap_or(0);
+            assert_eq!(
+                seq,
+                prev + 1,
+                "key {key}: first occurrences in outbox order"
+            );
+        }
+    }
+
+    pub fn distinct(&self) -> usize {
+        self.seen.len()
+    }
+}
+
+/// The broker-outage test every sink runs against a server of its own:
+/// 100 events sent, the server killed, 100 more produced; over three failed
+/// passes the rows wait with no attempt counted; after the restart all are
+/// sent and nothing is dead-lettered.
+pub async fn survives_a_killed_broker<S: OwnServer>(
+    ctx: &Ctx,
+    relay: &RelayProcess,
+    server: &mut S,
+) {
+    let produce = |from: usize| {
+        (from..from + 100)
+            .map(|i| ctx.event(&format!("k{}", i % 8), i))
+            .collect::<Vec<_>>()
+    };
+    ctx.produce(produce(0)).await;
+    wait_until(LONG, "the first events sent", || async {
+        ctx.unsent().await == 0
+    })
+    .await;
+    server.kill();
+    ctx.produce(produce(100)).await;
+    wait_until(
+        LONG,
+        "three failed passes against the dead server",
+        || async { relay.output().matches("broker unavailable").count() >= 3 },
+    )
+    .await;
+    assert_eq!(ctx.max_attempts().await, 0, "an outage costs no attempts");
+    assert_eq!(ctx.unsent().await, 100);
+    server.restart().await;
+    wait_until(LONG, "every event sent after the restart", || async {
+        ctx.unsent().await == 0
+    })
+    .await;
+    let dead = ctx.dead_letters().await;
+    assert!(dead.is_empty(), "{dead:?}\n{}", relay.output());
+}
+
+/// A broker server a test started of its own and may kill and restart.
+pub trait OwnServer {
+    fn kill(&mut self);
+    fn restart(&mut self) -> impl std::future::Future<Output = ()>;
+}
+
+macro_rules! own_server {
+    ($($t:ty),*) => {$(
+        impl OwnServer for $t {
+            fn kill(&mut self) {
+                <$t>::kill(self)
+            }
+            fn restart(&mut self) -> impl std::future::Future<Output = ()> {
+                <$t>::restart(self)
+            }
+        }
+    )*};
+}
+
+own_server!(
+    postbox_testkit::NatsServer,
+    postbox_testkit::RabbitmqServer,
+    postbox_testkit::RedisServer
+);
