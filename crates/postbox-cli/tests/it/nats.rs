@@ -273,24 +273,9 @@ async fn nats_inbox_consumer_applies_each_message_once_across_a_crash() {
     let stream = stream_name(&ctx);
     let context = js(&nats).await;
     create_stream(&context, &stream, vec![ctx.queue.clone()]).await;
-    sqlx::raw_sql(&format!(
-        "CREATE TABLE {}.effects (message_id text NOT NULL, key text)",
-        ctx.schema
-    ))
-    .execute(&ctx.pool)
-    .await
-    .unwrap();
-    ctx.produce((1..=20).map(|i| ctx.event("k", i)).collect())
-        .await;
+    ctx.twenty_events_and_an_effects_table().await;
     let relay = relay(&ctx, &nats, &[]);
-    wait_until(LONG, "rows sent", || async { ctx.unsent().await == 0 }).await;
-    let fifth: String = sqlx::query_scalar(&format!(
-        "SELECT event_id::text FROM {}.outbox ORDER BY id OFFSET 4 LIMIT 1",
-        ctx.schema
-    ))
-    .fetch_one(&ctx.pool)
-    .await
-    .unwrap();
+    let fifth = ctx.fifth_event_once_sent().await;
     let mut config = postbox_nats::consumer_config("effects");
     // Short, so the test sees the redelivery soon.
     config.ack_wait = Duration::from_secs(1);

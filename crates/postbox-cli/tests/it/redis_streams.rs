@@ -153,24 +153,9 @@ async fn redis_streams_wrong_type_key_is_dead_lettered_while_other_keys_flow() {
 async fn redis_streams_inbox_consumer_applies_each_message_once_across_a_crash() {
     let ctx = Ctx::new("rstreamin").await;
     let url = postbox_testkit::redis_url();
-    sqlx::raw_sql(&format!(
-        "CREATE TABLE {}.effects (message_id text NOT NULL, key text)",
-        ctx.schema
-    ))
-    .execute(&ctx.pool)
-    .await
-    .unwrap();
-    ctx.produce((1..=20).map(|i| ctx.event("k", i)).collect())
-        .await;
+    ctx.twenty_events_and_an_effects_table().await;
     let relay = relay(&ctx, &url, &[]);
-    wait_until(LONG, "rows sent", || async { ctx.unsent().await == 0 }).await;
-    let fifth: String = sqlx::query_scalar(&format!(
-        "SELECT event_id::text FROM {}.outbox ORDER BY id OFFSET 4 LIMIT 1",
-        ctx.schema
-    ))
-    .fetch_one(&ctx.pool)
-    .await
-    .unwrap();
+    let fifth = ctx.fifth_event_once_sent().await;
     let client = redis::Client::open(url.as_str()).unwrap();
     let inbox = postbox::InboxConsumer::new(
         ctx.pool.clone(),

@@ -242,25 +242,10 @@ async fn sqs_inbox_consumer_applies_each_message_once_across_a_crash() {
     let moto = MotoServer::start().await;
     let client = sqs(&moto).await;
     let queue = create_queue(&client, &format!("{}.fifo", ctx.queue)).await;
-    sqlx::raw_sql(&format!(
-        "CREATE TABLE {}.effects (message_id text NOT NULL, key text)",
-        ctx.schema
-    ))
-    .execute(&ctx.pool)
-    .await
-    .unwrap();
-    ctx.produce((1..=20).map(|i| ctx.event("k", i)).collect())
-        .await;
+    ctx.twenty_events_and_an_effects_table().await;
     let target = format!("{}/123456789012/{{topic}}.fifo", moto.url());
     let relay = relay(&ctx, &moto, "sqs", &target, &[]);
-    wait_until(LONG, "rows sent", || async { ctx.unsent().await == 0 }).await;
-    let fifth: String = sqlx::query_scalar(&format!(
-        "SELECT event_id::text FROM {}.outbox ORDER BY id OFFSET 4 LIMIT 1",
-        ctx.schema
-    ))
-    .fetch_one(&ctx.pool)
-    .await
-    .unwrap();
+    let fifth = ctx.fifth_event_once_sent().await;
     let inbox = postbox::InboxConsumer::new(
         ctx.pool.clone(),
         postbox::Inbox::new(&ctx.schema).unwrap(),

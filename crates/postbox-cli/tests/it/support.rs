@@ -425,3 +425,32 @@ own_server!(
     postbox_testkit::RabbitmqServer,
     postbox_testkit::RedisServer
 );
+
+impl Ctx {
+    /// For the consumer-crash tests: `<schema>.effects (message_id, key)`
+    /// and 20 events of key "k" in the outbox.
+    pub async fn twenty_events_and_an_effects_table(&self) {
+        sqlx::raw_sql(&format!(
+            "CREATE TABLE {}.effects (message_id text NOT NULL, key text)",
+            self.schema
+        ))
+        .execute(&self.pool)
+        .await
+        .unwrap();
+        self.produce((1..=20).map(|i| self.event("k", i)).collect())
+            .await;
+    }
+
+    /// Once every row is sent: the fifth event's id (where the first
+    /// consumer of a crash test dies).
+    pub async fn fifth_event_once_sent(&self) -> String {
+        wait_until(LONG, "rows sent", || async { self.unsent().await == 0 }).await;
+        sqlx::query_scalar(&format!(
+            "SELECT event_id::text FROM {}.outbox ORDER BY id OFFSET 4 LIMIT 1",
+            self.schema
+        ))
+        .fetch_one(&self.pool)
+        .await
+        .unwrap()
+    }
+}
