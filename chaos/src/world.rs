@@ -130,10 +130,9 @@ impl World {
             None
         };
         let pg_proxy_port = pg_proxy.as_ref().map(|p| p.port());
-        let (service_broker_args, relay_broker_args) = match &node {
-            Some(n) => (n.service_args(), n.relay_args()),
-            None => (vec![], vec!["--redis-url".to_owned(), redis_url.clone()]),
-        };
+        let broker_args = Node::broker_args(node.as_ref(), &redis_url);
+        let (service_broker_args, relay_broker_args) =
+            (broker_args.serve_args(), Node::relay_args(&broker_args));
         let sfx = &uuid::Uuid::new_v4().simple().to_string()[..8];
         let (cs, ws) = (
             format!("chaos_{sfx}_consumers"),
@@ -173,8 +172,6 @@ impl World {
                     peer_schema,
                     "--database-url",
                     &url,
-                    "--redis-url",
-                    &redis_url,
                     "--listen",
                     &format!("127.0.0.1:{port}"),
                     "--lock-duration-ms",

@@ -190,6 +190,67 @@ async fn sns_reaches_a_subscribed_queue_with_every_attribute() {
     ctx.cleanup().await;
 }
 
+/// A FIFO topic keeps each key's order for a FIFO queue subscribed to it,
+/// and drops a re-send of the same event id (deduplication id) within its
+/// window, as FIFO queues do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sns_fifo_topic_keeps_key_order_and_drops_re_sends() {
+    let ctx = Ctx::new("snsfifo").await;
+    let moto = MotoServer::start().await;
+    let client = sqs(&moto).await;
+    let sns = postbox_sqs::aws_sdk_sns::Client::new(&aws(&moto).await);
+    let topic_arn = sns
+        .create_topic()
+        .name(format!("{}.fifo", ctx.queue))
+        .attributes("FifoTopic", "true")
+        .send()
+        .await
+        .unwrap()
+        .topic_arn()
+        .unwrap()
+        .to_owned();
+    let queue = create_queue(&client, &format!("{}-sub.fifo", ctx.queue)).await;
+    let queue_arn = format!("arn:aws:sqs:us-east-1:123456789012:{}-sub.fifo", ctx.queue);
+    sns.subscribe()
+        .topic_arn(&topic_arn)
+        .protocol("sqs")
+        .endpoint(&queue_arn)
+        .attributes("RawMessageDelivery", "true")
+        .send()
+        .await
+        .unwrap();
+    const N: usize = 40;
+    ctx.produce(
+        (0..N)
+            .map(|i| ctx.event(&format!("k{}", i % 4), i / 4 + 1))
+            .collect(),
+    )
+    .await;
+    let relay = relay(&ctx, &moto, "sns", &topic_arn, &[]);
+    wait_until(LONG, "every event published", || async {
+        ctx.unsent().await == 0
+    })
+    .await;
+    ctx.mark_first_unsent(10).await;
+    wait_until(LONG, "the first ten published again", || async {
+        ctx.unsent().await == 0
+    })
+    .await;
+    let seen = boto3_read(&moto, &queue, N).await;
+    let rows = ctx.rows_by_event_id().await;
+    let mut first = FirstOccurrences::default();
+    for m in &seen {
+        let id = m["attributes"]["postbox-event-id"].as_str().unwrap();
+        let (key, s) = rows.get(id).expect("attribute = an outbox event id");
+        assert_eq!(m["groupId"], key.as_str(), "group = the event key");
+        first.see(id, key, *s);
+    }
+    assert_eq!(first.distinct(), N, "every event");
+    assert_eq!(seen.len(), N, "the ten re-sends dropped by deduplication");
+    drop(relay);
+    ctx.cleanup().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqs_refusals_are_dead_lettered_while_other_keys_flow() {
     let ctx = Ctx::new("sqsbad").await;

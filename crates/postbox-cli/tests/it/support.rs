@@ -454,3 +454,19 @@ impl Ctx {
         .unwrap()
     }
 }
+
+impl Ctx {
+    /// The first `n` rows made unsent again, as after a relay that
+    /// published them and died before its COMMIT: the next relay sends them
+    /// again.
+    pub async fn mark_first_unsent(&self, n: i64) {
+        sqlx::query(&format!(
+            "UPDATE {0}.outbox SET sent_at = NULL WHERE id IN (SELECT id FROM {0}.outbox ORDER BY id LIMIT $1)",
+            self.schema
+        ))
+        .bind(n)
+        .execute(&self.pool)
+        .await
+        .unwrap();
+    }
+}

@@ -381,13 +381,7 @@ async fn the_rust_receiver_verifies_and_applies_each_event_once() {
     })
     .await;
     // The relay sends the first five again (as after a crash before its COMMIT).
-    sqlx::query(&format!(
-        "UPDATE {0}.outbox SET sent_at = NULL WHERE id IN (SELECT id FROM {0}.outbox ORDER BY id LIMIT 5)",
-        ctx.schema
-    ))
-    .execute(&ctx.pool)
-    .await
-    .unwrap();
+    ctx.mark_first_unsent(5).await;
     wait_until(LONG, "re-sent and skipped", || async {
         ctx.unsent().await == 0 && effects.duplicates() >= 5
     })
