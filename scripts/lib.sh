@@ -38,6 +38,21 @@ ensure_rust() {
   pkg-config --exists openssl 2>/dev/null || apt_install libssl-dev
 }
 
+# The tools the test command runs besides cargo, pinned, from crates.io:
+# nextest (the test runner), mdBook (the docs book), cargo-machete (unused
+# dependencies). Built once per machine (a few minutes on two cores).
+CARGO_TOOLS=("cargo-nextest@0.9.151:cargo nextest" "mdbook@0.5.4:mdbook" "cargo-machete@0.9.2:cargo-machete")
+ensure_cargo_tools() {
+  local spec crate bin want
+  for spec in "${CARGO_TOOLS[@]}"; do
+    crate="${spec%%:*}"; bin="${spec##*:}"; want="${crate##*@}"
+    if ! $bin --version 2>/dev/null | grep -qF "$want"; then
+      say "cargo install --locked $crate"
+      cargo install --quiet --locked "$crate"
+    fi
+  done
+}
+
 # PostgreSQL: use DATABASE_URL if set; otherwise a local server on 127.0.0.1:5432
 # (started, or installed, here) and a database named $1.
 ensure_postgres() {
@@ -175,6 +190,15 @@ ensure_node_peers() {
 
 # Headless Chromium for the chat page's browser test (driven by playwright-core,
 # which downloads no browser of its own): Debian's package.
+# The deploy/ checks: podman (and runc, which runs containers where crun
+# refuses this machine's hybrid cgroups) for the image, systemd-analyze for
+# the unit.
+ensure_deploy_tools() {
+  need_cmd podman podman
+  need_cmd runc runc
+  need_cmd systemd-analyze systemd
+}
+
 ensure_chromium() {
   if [ ! -x /usr/bin/chromium ]; then
     apt_install chromium

@@ -10,13 +10,16 @@ ensure_rabbitmq
 ensure_nats
 ensure_node_peers
 ensure_chromium
+ensure_deploy_tools
 ensure_kafka_peers
+ensure_cargo_tools
 cd "$ROOT"
 # A service that only consumes builds the broker crates without their sink
 # (and so without the relay engine): keep that compiling.
 cargo check -q -p postbox-bullmq -p postbox-kafka -p postbox-rabbitmq -p postbox-nats -p postbox-redis-streams -p postbox-webhook -p postbox-sqs --no-default-features
-if cargo nextest --version >/dev/null 2>&1; then
-  exec cargo nextest run --workspace --no-fail-fast "$@"
-else
-  exec cargo test --workspace --no-fail-fast "$@"
+# The whole suite (no arguments) starts with the checks besides the tests;
+# a targeted run (`./scripts/test.sh -E 'test(name)'`) goes straight to it.
+if [ $# -eq 0 ]; then
+  "$ROOT/scripts/lint.sh"
 fi
+exec cargo nextest run --workspace --no-fail-fast "$@"

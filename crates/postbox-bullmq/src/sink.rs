@@ -3,7 +3,7 @@
 //!
 //! Idempotence comes from BullMQ itself: adding a jobId that exists is a no-op,
 //! so a batch republished after a relay crash creates no second job (as long
-//! as completed jobs are kept longer than a relay takes to restart; see README).
+//! as completed jobs are kept longer than a relay takes to restart; see docs/src/sinks/bullmq.md).
 //! Order is the delivery layer's: a batch with a deep key goes as one
 //! `MULTI`/`EXEC` transaction (`publish = "transaction"`, the default), others
 //! in waves of one event per key. This file maps events to jobs and Redis

@@ -16,8 +16,16 @@ use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
 use tokio_util::sync::CancellationToken;
 
+/// `0.1.0 (commit 1a2b3c4d5e6f)`: the release and the commit it was built from.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("POSTBOX_GIT_COMMIT"),
+    ")"
+);
+
 #[derive(Parser)]
-#[command(name = "postbox", version, about = "Transactional outbox and inbox for PostgreSQL", long_about = None)]
+#[command(name = "postbox", version = VERSION, about = "Transactional outbox and inbox for PostgreSQL", long_about = None)]
 struct Cli {
     /// Log format. Log level comes from RUST_LOG (default: info).
     #[arg(

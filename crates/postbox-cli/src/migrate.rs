@@ -9,7 +9,7 @@ pub struct Args {
     /// PostgreSQL URL.
     #[arg(long, env = "POSTBOX_DATABASE_URL", hide_env_values = true)]
     database_url: Option<String>,
-    /// Schema to create or upgrade (repeat, or comma-separated, for several). Validated against ^[a-z_][a-z0-9_]{0,62}$.
+    /// Schema to create or upgrade (repeat, or comma-separated, for several). Validated against `^[a-z_][a-z0-9_]{0,62}$`.
     #[arg(
         long = "schema",
         visible_alias = "schemas",

@@ -22,9 +22,16 @@ pub struct Args {
     /// With --print-config: every setting's default, doc, flag and variable instead.
     #[arg(long, requires = "print_config")]
     defaults: bool,
+    /// With --print-config --defaults: as the docs book's Markdown page.
+    #[arg(long, requires = "defaults")]
+    markdown: bool,
 }
 
 pub async fn run(a: Args, shutdown: CancellationToken) -> Result<(), CliError> {
+    if a.print_config && a.markdown {
+        print!("{}", settings::reference_markdown());
+        return Ok(());
+    }
     if a.print_config && a.defaults {
         print!("{}", settings::reference());
         return Ok(());
@@ -35,7 +42,7 @@ pub async fn run(a: Args, shutdown: CancellationToken) -> Result<(), CliError> {
         return Ok(());
     }
     let sink = build_destination(&s)?;
-    tracing::info!(database = %s.relay.database_url, sink = sink.name(), "starting relay");
+    tracing::info!(version = crate::VERSION, database = %s.relay.database_url, sink = sink.name(), "starting relay");
     let relay = Relay::new(s.relay, sink)?;
     let admin = match &s.top.admin_listen {
         Some(addr) => Some(crate::admin::serve(addr, relay.readiness(), shutdown.clone()).await?),

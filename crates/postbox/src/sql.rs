@@ -3,7 +3,7 @@
 //! Every statement lives in `sql/queries/*.sql` or `sql/migrations/*.sql` (one
 //! place to review locking and indexes); `{schema}` is the placeholder, filled
 //! with a validated [`SchemaName`], and `{publication}` the schema's
-//! publication name derived from it ([`publication_name`]). Everything else
+//! publication name derived from it (`publication_name`). Everything else
 //! is a bind parameter.
 
 use crate::SchemaName;

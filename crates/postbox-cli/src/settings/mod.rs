@@ -10,7 +10,7 @@ pub mod sinks;
 
 pub use fields::Field;
 pub use flags::SettingsArgs;
-pub use reference::{effective, reference};
+pub use reference::{effective, reference, reference_markdown};
 pub use sinks::SINKS;
 
 use crate::CliError;
@@ -23,7 +23,8 @@ use std::collections::BTreeMap;
 #[serde(default, deny_unknown_fields)]
 pub struct Top {
     /// Sink for events no route matches: one of the sink tables' names
-    /// (`bullmq`, `kafka`).
+    /// (`bullmq`, `kafka`, `rabbitmq`, `nats`, `redis_streams`, `webhook`,
+    /// `sqs`, `sns`).
     pub sink: String,
     /// Serve `/metrics`, `/healthz` and `/readyz` on this address, e.g.
     /// `127.0.0.1:9187`. Not served when unset.

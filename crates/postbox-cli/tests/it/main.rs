@@ -7,6 +7,7 @@ mod bad_input;
 mod bench;
 mod commit_order;
 mod consumer_failures;
+mod deploy;
 mod dlq;
 mod failpoint;
 mod fuzz_seeds;

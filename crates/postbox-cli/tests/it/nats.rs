@@ -192,7 +192,7 @@ async fn nats_killed_under_load_costs_no_attempts_and_loses_nothing() {
     ctx.cleanup().await;
 }
 
-/// The durability the README asks for, under test: a stream with three
+/// The durability docs/src/sinks/nats.md asks for, under test: a stream with three
 /// replicas on a three-server cluster (a PubAck means a quorum stored the
 /// message), the relay given every server. One server SIGKILLed under load
 /// loses nothing; the relay reconnects to another.

@@ -415,7 +415,7 @@ async fn relay_talks_tls_to_postgresql() {
 
 /// `rediss://`: the relay publishes to a Redis that speaks TLS only. (The
 /// pinned `bullmq` crate trusts the public web roots; a self-signed test
-/// certificate needs `#insecure`, a private CA cannot be configured — README.)
+/// certificate needs `#insecure`, a private CA cannot be configured — docs/src/operations/security.md.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relay_publishes_over_redis_tls() {
     let ctx = Ctx::new("redistls").await;

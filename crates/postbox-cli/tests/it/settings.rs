@@ -35,6 +35,52 @@ fn the_settings_reference_in_the_docs_is_current() {
     }
 }
 
+/// The docs book's configuration page is generated from the same fields.
+#[test]
+fn the_configuration_page_of_the_book_is_current() {
+    let out = Command::new(BIN)
+        .args(["relay", "--print-config", "--defaults", "--markdown"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let generated = String::from_utf8(out.stdout).unwrap();
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/src/reference/configuration.md"
+    );
+    let checked_in = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        generated == checked_in,
+        "docs/src/reference/configuration.md is out of date: run\n  cargo run -p postbox-cli -- relay --print-config --defaults --markdown > docs/src/reference/configuration.md"
+    );
+    for needle in [
+        "## Relay [relay]",
+        "| `batch_size` | `500` | `--batch-size`, `POSTBOX_BATCH_SIZE` |",
+        "## Amazon SQS sink [sqs]",
+    ] {
+        assert!(generated.contains(needle), "{needle} missing:\n{generated}");
+    }
+}
+
+/// `postbox --version`: the release and the commit it was built from.
+#[test]
+fn version_names_the_release_and_the_commit() {
+    let out = Command::new(BIN).arg("--version").output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let expected = format!("postbox {} (commit ", env!("CARGO_PKG_VERSION"));
+    assert!(text.starts_with(&expected), "{text}");
+    let commit = text
+        .trim_end()
+        .trim_end_matches(')')
+        .rsplit(' ')
+        .next()
+        .unwrap();
+    assert!(
+        commit.len() == 12 && commit.chars().all(|c| c.is_ascii_hexdigit()),
+        "a 12-digit commit from the checkout's git: {text}"
+    );
+}
+
 #[test]
 fn kafka_message_timeout_must_be_shorter_than_the_publish_timeout() {
     let url = postbox_testkit::database_url();
