@@ -56,6 +56,30 @@ async fn create_queue(c: &aws_sdk_sqs::Client, name: &str) -> String {
     q.send().await.unwrap().queue_url().unwrap().to_owned()
 }
 
+/// An SNS topic `<name><suffix>` and an SQS queue `<name>-sub<suffix>`
+/// subscribed to it with raw delivery (the attributes travel); `.fifo`
+/// makes both FIFO. Returns (topic ARN, queue URL).
+async fn topic_with_a_queue(moto: &MotoServer, name: &str, suffix: &str) -> (String, String) {
+    let sns = postbox_sqs::aws_sdk_sns::Client::new(&aws(moto).await);
+    let mut topic = sns.create_topic().name(format!("{name}{suffix}"));
+    if suffix == ".fifo" {
+        topic = topic.attributes("FifoTopic", "true");
+    }
+    let topic_arn = topic.send().await.unwrap().topic_arn().unwrap().to_owned();
+    let queue = create_queue(&sqs(moto).await, &format!("{name}-sub{suffix}")).await;
+    sns.subscribe()
+        .topic_arn(&topic_arn)
+        .protocol("sqs")
+        .endpoint(format!(
+            "arn:aws:sqs:us-east-1:123456789012:{name}-sub{suffix}"
+        ))
+        .attributes("RawMessageDelivery", "true")
+        .send()
+        .await
+        .unwrap();
+    (topic_arn, queue)
+}
+
 /// What boto3 read: at least `n` messages.
 async fn boto3_read(moto: &MotoServer, queue_url: &str, n: usize) -> Vec<Value> {
     let python = std::env::var("POSTBOX_TEST_PYTHON")
@@ -145,27 +169,7 @@ async fn sqs_fifo_keeps_key_order_and_drops_re_sends_through_relay_kills() {
 async fn sns_reaches_a_subscribed_queue_with_every_attribute() {
     let ctx = Ctx::new("sns").await;
     let moto = MotoServer::start().await;
-    let client = sqs(&moto).await;
-    let sns = postbox_sqs::aws_sdk_sns::Client::new(&aws(&moto).await);
-    let topic_arn = sns
-        .create_topic()
-        .name(&ctx.queue)
-        .send()
-        .await
-        .unwrap()
-        .topic_arn()
-        .unwrap()
-        .to_owned();
-    let queue = create_queue(&client, &format!("{}-sub", ctx.queue)).await;
-    let queue_arn = format!("arn:aws:sqs:us-east-1:123456789012:{}-sub", ctx.queue);
-    sns.subscribe()
-        .topic_arn(&topic_arn)
-        .protocol("sqs")
-        .endpoint(&queue_arn)
-        .attributes("RawMessageDelivery", "true")
-        .send()
-        .await
-        .unwrap();
+    let (topic_arn, queue) = topic_with_a_queue(&moto, &ctx.queue, "").await;
     ctx.produce(
         (1..=20)
             .map(|i| ctx.event(&format!("k{}", i % 4), i))
@@ -197,28 +201,7 @@ async fn sns_reaches_a_subscribed_queue_with_every_attribute() {
 async fn sns_fifo_topic_keeps_key_order_and_drops_re_sends() {
     let ctx = Ctx::new("snsfifo").await;
     let moto = MotoServer::start().await;
-    let client = sqs(&moto).await;
-    let sns = postbox_sqs::aws_sdk_sns::Client::new(&aws(&moto).await);
-    let topic_arn = sns
-        .create_topic()
-        .name(format!("{}.fifo", ctx.queue))
-        .attributes("FifoTopic", "true")
-        .send()
-        .await
-        .unwrap()
-        .topic_arn()
-        .unwrap()
-        .to_owned();
-    let queue = create_queue(&client, &format!("{}-sub.fifo", ctx.queue)).await;
-    let queue_arn = format!("arn:aws:sqs:us-east-1:123456789012:{}-sub.fifo", ctx.queue);
-    sns.subscribe()
-        .topic_arn(&topic_arn)
-        .protocol("sqs")
-        .endpoint(&queue_arn)
-        .attributes("RawMessageDelivery", "true")
-        .send()
-        .await
-        .unwrap();
+    let (topic_arn, queue) = topic_with_a_queue(&moto, &ctx.queue, ".fifo").await;
     const N: usize = 40;
     ctx.produce(
         (0..N)
