@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Every crate the workspace builds with is under a licence postbox may ship
-with (MIT OR Apache-2.0): reads `cargo metadata`, evaluates each package's
-SPDX expression against the allowed list, and names any that is not.
+with (MIT OR Apache-2.0) and comes from crates.io (or is the workspace's
+own): reads `cargo metadata`, evaluates each package's SPDX expression
+against the allowed list, checks its source, and names any that fails.
 Usage: scripts/licences.py  (from the repository root)"""
 import json
 import re
@@ -64,6 +65,8 @@ for p in meta["packages"]:
         if p["license"] != "MIT OR Apache-2.0":
             bad.append(f'{p["name"]}: the workspace licence is "MIT OR Apache-2.0", found {p["license"]!r}')
         continue
+    if p.get("source") != "registry+https://github.com/rust-lang/crates.io-index":
+        bad.append(f'{p["name"]} {p["version"]}: from {p.get("source")!r}, not crates.io')
     lic = p.get("license")
     if not lic:
         bad.append(f'{p["name"]} {p["version"]}: no SPDX licence (license-file {p.get("license_file")!r}): review it and list it here')
@@ -72,4 +75,4 @@ for p in meta["packages"]:
 if bad:
     print("licences not on the allowed list (scripts/licences.py):", *bad, sep="\n  ", file=sys.stderr)
     sys.exit(1)
-print(f"licences: {len(meta['packages'])} packages, all allowed")
+print(f"licences and sources: {len(meta['packages'])} packages, all allowed, all from crates.io")

@@ -8,6 +8,7 @@
 source "$(dirname "$0")/lib.sh"
 ensure_rust
 ensure_cargo_tools
+need_cmd python3 python3
 cd "$ROOT"
 say "cargo fmt --check"
 cargo fmt --all --check
