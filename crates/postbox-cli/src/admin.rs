@@ -46,7 +46,7 @@ pub async fn serve(
                 async move {
                     match r.check().await {
                         Ok(()) => (StatusCode::OK, "ready".to_owned()),
-                        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, e),
+                        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
                     }
                 }
             }),

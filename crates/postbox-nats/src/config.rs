@@ -67,7 +67,11 @@ impl postbox_relay::SinkConfig for NatsConfig {
 impl NatsConfig {
     /// The servers of `url` (comma-separated: the client tries them in turn
     /// and reconnects to another when one goes).
-    pub fn servers(&self) -> Result<Vec<async_nats::ServerAddr>, String> {
+    pub fn servers(&self) -> Result<Vec<async_nats::ServerAddr>, postbox_relay::ConfigError> {
+        let invalid = |reason: String| postbox_relay::ConfigError {
+            field: "nats.url",
+            reason,
+        };
         self.url
             .expose()
             .split(',')
@@ -75,16 +79,16 @@ impl NatsConfig {
             .filter(|u| !u.is_empty())
             .map(|u| {
                 u.parse::<async_nats::ServerAddr>().map_err(|e| {
-                    format!(
+                    invalid(format!(
                         "{} is not a NATS URL ({e}): write nats://host:4222 (tls://… for TLS), several comma-separated",
                         postbox_relay::Secret::new(u.to_owned())
-                    )
+                    ))
                 })
             })
             .collect::<Result<Vec<_>, _>>()
             .and_then(|v| {
                 if v.is_empty() {
-                    Err("no server given".to_owned())
+                    Err(invalid("no server given".to_owned()))
                 } else {
                     Ok(v)
                 }
@@ -94,9 +98,7 @@ impl NatsConfig {
     /// Check the settings once at start-up.
     pub fn validate(&self) -> Result<(), postbox_relay::ConfigError> {
         let err = |field, reason: String| Err(postbox_relay::ConfigError { field, reason });
-        if let Err(reason) = self.servers() {
-            return err("nats.url", reason);
-        }
+        self.servers()?;
         if !self.subject.contains("{topic}") && !self.subject.contains("{key}") {
             return err(
                 "nats.subject",
@@ -120,18 +122,24 @@ impl NatsConfig {
     }
 
     /// The subject of an event, or why it has none.
-    pub fn subject_for(&self, topic: &str, key: Option<&str>) -> Result<String, String> {
+    pub fn subject_for(
+        &self,
+        topic: &str,
+        key: Option<&str>,
+    ) -> Result<String, postbox_relay::TargetError> {
         let mut s = self.subject.replace("{topic}", topic);
         if s.contains("{key}") {
-            let key = key.ok_or_else(|| {
-                format!(
-                    "the event has no key, and nats.subject {:?} needs one",
-                    self.subject
-                )
+            let key = key.ok_or_else(|| postbox_relay::TargetError::NoKey {
+                setting: "nats.subject",
+                template: self.subject.clone(),
             })?;
             s = s.replace("{key}", key);
         }
-        valid_subject(&s).map_err(|reason| format!("subject {s:?}: {reason}"))?;
+        valid_subject(&s).map_err(|reason| postbox_relay::TargetError::Invalid {
+            what: "subject",
+            value: s.clone(),
+            reason: reason.to_owned(),
+        })?;
         Ok(s)
     }
 }
@@ -170,6 +178,7 @@ mod tests {
         assert!(c
             .subject_for("orders", None)
             .unwrap_err()
+            .to_string()
             .contains("no key"));
         assert!(c.subject_for("orders", Some("a b")).is_err());
         assert!(c.subject_for("orders", Some("a.")).is_err());

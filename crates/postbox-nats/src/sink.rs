@@ -59,7 +59,10 @@ impl NatsSink {
                 ))
             })?;
         }
-        let servers = self.config.servers().map_err(SinkError::rejected)?;
+        let servers = self
+            .config
+            .servers()
+            .map_err(|e| SinkError::rejected(e.to_string()))?;
         let client = options
             .connect(servers)
             .await
@@ -104,10 +107,7 @@ impl Sink for NatsSink {
     }
 
     fn encode(&self, e: &OutboxEvent) -> Result<Outgoing, SinkError> {
-        let subject = self
-            .config
-            .subject_for(&e.topic, e.key.as_deref())
-            .map_err(SinkError::rejected)?;
+        let subject = self.config.subject_for(&e.topic, e.key.as_deref())?;
         let payload = serde_json::to_vec(&e.payload)
             .map_err(|err| SinkError::rejected(format!("payload is not serialisable: {err}")))?;
         let mut headers = HeaderMap::new();

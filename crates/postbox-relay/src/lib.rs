@@ -24,6 +24,7 @@ mod router;
 mod section;
 mod sink;
 mod stats;
+mod target;
 mod wake;
 mod wake_logical;
 mod worker;
@@ -32,7 +33,7 @@ pub use backoff::Backoff;
 pub use config::{Config, ConfigError, Secret, SentRows};
 pub use delivery::Delivery;
 pub use partitions::target_share;
-pub use relay::{Readiness, Relay, RelayError};
+pub use relay::{NotReady, Readiness, Relay, RelayError};
 pub use router::{RouteMatch, Router, TopicPattern};
 pub use section::{Alias, HumanDuration, Section, SinkConfig};
 pub use sink::{
@@ -40,3 +41,4 @@ pub use sink::{
     SinkError,
 };
 pub use stats::{Stats, StatsSnapshot};
+pub use target::TargetError;

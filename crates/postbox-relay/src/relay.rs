@@ -2,7 +2,9 @@
 //! schema has `--notify logical`, plus `workers` worker sessions per schema,
 //! all stopped by one shutdown token.
 
-use crate::{wake, wake_logical, worker::Worker, Config, ConfigError, Destination, Stats};
+use crate::{
+    wake, wake_logical, worker::Worker, Config, ConfigError, Destination, SinkError, Stats,
+};
 use postbox::Servers;
 use sqlx::Connection;
 use std::collections::HashMap;
@@ -40,6 +42,34 @@ pub enum RelayError {
     },
 }
 
+/// Why a relay is not ready (`/readyz` answers 503 with this text).
+#[derive(Debug, thiserror::Error)]
+pub enum NotReady {
+    /// The database did not answer `SELECT 1`.
+    #[error("database unreachable: {0}")]
+    Database(#[source] sqlx::Error),
+    /// The broker did not answer its sink's check.
+    #[error("{sink} unreachable: {source}")]
+    Broker {
+        /// The sink's name.
+        sink: &'static str,
+        /// What the check returned.
+        #[source]
+        source: SinkError,
+    },
+    /// The database or the broker gave no answer within the check's timeout.
+    #[error("{what} unreachable: no answer within {after:?}")]
+    NoAnswer {
+        /// "database", or the sink's name.
+        what: &'static str,
+        /// The timeout.
+        after: std::time::Duration,
+    },
+    /// The relay's workers own no partition yet (starting, or all taken).
+    #[error("no partitions owned yet")]
+    NoPartitions,
+}
+
 /// Readiness of a running relay: the database answers, the broker answers,
 /// and its workers own partitions.
 #[derive(Clone)]
@@ -51,7 +81,7 @@ pub struct Readiness {
 
 impl Readiness {
     /// `Ok` when ready, else what is missing.
-    pub async fn check(&self) -> Result<(), String> {
+    pub async fn check(&self) -> Result<(), NotReady> {
         let timeout = std::time::Duration::from_secs(2);
         let db = async {
             let mut c = self.servers.connect("postbox-relay:ready", timeout).await?;
@@ -61,21 +91,31 @@ impl Readiness {
         };
         match tokio::time::timeout(timeout, db).await {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(format!("database unreachable: {e}")),
-            Err(_) => return Err("database unreachable: no answer within 2s".into()),
+            Ok(Err(e)) => return Err(NotReady::Database(e)),
+            Err(_) => {
+                return Err(NotReady::NoAnswer {
+                    what: "database",
+                    after: timeout,
+                })
+            }
         }
         match tokio::time::timeout(timeout, self.sink.check()).await {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(format!("{} unreachable: {e}", self.sink.name())),
+            Ok(Err(source)) => {
+                return Err(NotReady::Broker {
+                    sink: self.sink.name(),
+                    source,
+                })
+            }
             Err(_) => {
-                return Err(format!(
-                    "{} unreachable: no answer within 2s",
-                    self.sink.name()
-                ))
+                return Err(NotReady::NoAnswer {
+                    what: self.sink.name(),
+                    after: timeout,
+                })
             }
         }
         if self.stats.snapshot().owned_partitions == 0 {
-            return Err("no partitions owned yet".into());
+            return Err(NotReady::NoPartitions);
         }
         Ok(())
     }

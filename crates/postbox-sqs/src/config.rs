@@ -1,5 +1,6 @@
 //! Settings of the SQS and SNS sinks (`[sqs]`, `[sns]` in the relay's config file).
 
+use postbox_relay::TargetError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -77,16 +78,19 @@ impl postbox_relay::SinkConfig for SnsConfig {
 
 /// The target of a topic from a template and per-topic overrides.
 pub(crate) fn target(
-    field: &str,
+    setting: &'static str,
+    setting_topics: &'static str,
     template: &str,
     topics: &BTreeMap<String, String>,
     topic: &str,
-) -> Result<String, String> {
+) -> Result<String, TargetError> {
     let t = topics.get(topic).map(String::as_str).unwrap_or(template);
     if t.is_empty() {
-        return Err(format!(
-            "no {field} for topic {topic:?}: set it, or a per-topic one"
-        ));
+        return Err(TargetError::NotConfigured {
+            setting,
+            setting_topics,
+            topic: topic.to_owned(),
+        });
     }
     Ok(t.replace("{topic}", topic))
 }
@@ -143,8 +147,14 @@ impl SqsConfig {
     }
 
     /// The queue of an event's topic.
-    pub fn queue_for(&self, topic: &str) -> Result<String, String> {
-        target("sqs.queue_url", &self.queue_url, &self.topics, topic)
+    pub fn queue_for(&self, topic: &str) -> Result<String, TargetError> {
+        target(
+            "sqs.queue_url",
+            "sqs.topics",
+            &self.queue_url,
+            &self.topics,
+            topic,
+        )
     }
 }
 
@@ -162,8 +172,14 @@ impl SnsConfig {
     }
 
     /// The topic ARN of an event's topic.
-    pub fn arn_for(&self, topic: &str) -> Result<String, String> {
-        target("sns.topic_arn", &self.topic_arn, &self.topics, topic)
+    pub fn arn_for(&self, topic: &str) -> Result<String, TargetError> {
+        target(
+            "sns.topic_arn",
+            "sns.topics",
+            &self.topic_arn,
+            &self.topics,
+            topic,
+        )
     }
 }
 

@@ -204,12 +204,7 @@ impl Sink for SqsSink {
     }
 
     fn encode(&self, e: &OutboxEvent) -> Result<Outgoing, SinkError> {
-        encode(
-            e,
-            self.config
-                .queue_for(&e.topic)
-                .map_err(SinkError::rejected)?,
-        )
+        encode(e, self.config.queue_for(&e.topic)?)
     }
 
     async fn send_wave(&self, wave: Vec<Encoded<'_, Outgoing>>) -> Vec<Result<(), SinkError>> {
@@ -315,10 +310,7 @@ impl Sink for SnsSink {
     }
 
     fn encode(&self, e: &OutboxEvent) -> Result<Outgoing, SinkError> {
-        encode(
-            e,
-            self.config.arn_for(&e.topic).map_err(SinkError::rejected)?,
-        )
+        encode(e, self.config.arn_for(&e.topic)?)
     }
 
     async fn send_wave(&self, wave: Vec<Encoded<'_, Outgoing>>) -> Vec<Result<(), SinkError>> {

@@ -172,20 +172,32 @@ impl WebhookConfig {
     }
 
     /// The URL an event goes to.
-    pub fn url_for(&self, topic: &str, key: Option<&str>) -> Result<reqwest::Url, String> {
+    pub fn url_for(
+        &self,
+        topic: &str,
+        key: Option<&str>,
+    ) -> Result<reqwest::Url, postbox_relay::TargetError> {
+        use postbox_relay::TargetError;
         let template = self.topics.get(topic).unwrap_or(&self.url);
         if template.is_empty() {
-            return Err(format!(
-                "no URL for topic {topic:?}: set webhook.url or webhook.topics.{topic}"
-            ));
+            return Err(TargetError::NotConfigured {
+                setting: "webhook.url",
+                setting_topics: "webhook.topics",
+                topic: topic.to_owned(),
+            });
         }
         if template.contains("{key}") && key.is_none() {
-            return Err(format!(
-                "the event has no key, and the URL {template:?} needs one"
-            ));
+            return Err(TargetError::NoKey {
+                setting: "the URL",
+                template: template.clone(),
+            });
         }
         let url = fill(template, topic, key);
-        reqwest::Url::parse(&url).map_err(|e| format!("URL {url:?}: {e}"))
+        reqwest::Url::parse(&url).map_err(|e| TargetError::Invalid {
+            what: "URL",
+            value: url.clone(),
+            reason: e.to_string(),
+        })
     }
 }
 
@@ -227,7 +239,11 @@ mod tests {
             c.url_for("orders", Some("a b/c")).unwrap().as_str(),
             "https://h.example/orders/a%20b%2Fc"
         );
-        assert!(c.url_for("orders", None).unwrap_err().contains("no key"));
+        assert!(c
+            .url_for("orders", None)
+            .unwrap_err()
+            .to_string()
+            .contains("no key"));
         c.topics
             .insert("audit".into(), "http://audit.example/in".into());
         assert_eq!(

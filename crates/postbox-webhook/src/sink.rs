@@ -258,10 +258,7 @@ impl Sink for WebhookSink {
     }
 
     fn encode(&self, e: &OutboxEvent) -> Result<Outgoing, SinkError> {
-        let url = self
-            .config
-            .url_for(&e.topic, e.key.as_deref())
-            .map_err(SinkError::rejected)?;
+        let url = self.config.url_for(&e.topic, e.key.as_deref())?;
         let body = match self.config.body {
             BodyFormat::Payload => serde_json::to_vec(&e.payload),
             BodyFormat::Envelope => serde_json::to_vec(&serde_json::json!({

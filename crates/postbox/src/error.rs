@@ -16,6 +16,9 @@ pub enum Error {
     /// An event was rejected before reaching the database.
     #[error("invalid event: {0}")]
     InvalidEvent(String),
+    /// An event's `traceparent` header is not a W3C trace context.
+    #[error("invalid event: {0}")]
+    InvalidTraceparent(#[from] crate::trace::InvalidTraceparent),
     /// The schema has no postbox tables.
     #[error(
         "schema {schema:?} has no postbox tables; run `postbox migrate --schema {schema}` first"

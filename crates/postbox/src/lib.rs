@@ -44,7 +44,7 @@ pub use outbox::{enqueue, enqueue_many, Enqueued, Event, Outbox};
 pub use servers::{Servers, ServersError};
 /// The shutdown token every consumer loop takes.
 pub use tokio_util::sync::CancellationToken;
-pub use trace::TraceContext;
+pub use trace::{InvalidTraceparent, TraceContext};
 
 /// The `sqlx` this postbox is built on: name its types (`PgConnection`,
 /// `PgPool`) through here, or depend on the same minor version (0.8).

@@ -82,7 +82,7 @@ impl Event {
                     json_kind(tp)
                 ))
             })?;
-            crate::trace::check_traceparent(tp).map_err(Error::InvalidEvent)?;
+            crate::trace::check_traceparent(tp)?;
         }
         Ok(())
     }

@@ -24,7 +24,7 @@ pub struct TraceContext {
 
 impl TraceContext {
     /// A context from a `traceparent` string, checked against the W3C format.
-    pub fn new(traceparent: &str) -> Result<Self, String> {
+    pub fn new(traceparent: &str) -> Result<Self, InvalidTraceparent> {
         check_traceparent(traceparent)?;
         Ok(TraceContext {
             traceparent: traceparent.to_owned(),
@@ -58,14 +58,27 @@ impl TraceContext {
     }
 }
 
+/// A `traceparent` that is not a W3C trace context: the value and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "traceparent {value:?} is not a W3C trace context ({reason}); expected \
+     00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>"
+)]
+pub struct InvalidTraceparent {
+    /// The value refused.
+    pub value: String,
+    /// Which part is wrong ("bad trace id", ...).
+    pub reason: &'static str,
+}
+
 /// `version(2 hex)-trace-id(32 hex, not all 0)-parent-id(16 hex, not all 0)-flags(2 hex)`,
 /// lower case; version `ff` is forbidden. Later versions may append fields.
-pub fn check_traceparent(tp: &str) -> Result<(), String> {
-    let bad = |why: &str| {
-        Err(format!(
-            "traceparent {tp:?} is not a W3C trace context ({why}); expected \
-             00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>"
-        ))
+pub fn check_traceparent(tp: &str) -> Result<(), InvalidTraceparent> {
+    let bad = |reason: &'static str| {
+        Err(InvalidTraceparent {
+            value: tp.to_owned(),
+            reason,
+        })
     };
     let parts: Vec<&str> = tp.split('-').collect();
     if parts.len() < 4 {
@@ -121,7 +134,7 @@ mod tests {
             "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",
         ] {
             let err = check_traceparent(bad).unwrap_err();
-            assert!(err.contains("W3C"), "{err}");
+            assert!(err.to_string().contains("W3C"), "{err}");
         }
         // A future version may carry more fields.
         assert!(check_traceparent(&format!("01{}-more", &TP[2..])).is_ok());
