@@ -12,7 +12,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use postbox::{Event, Outbox, SchemaName};
 use serde::Deserialize;
-use socketioxide::extract::{Data, SocketRef};
+use socketioxide::extract::{AckSender, Data, SocketRef};
 use socketioxide::SocketIo;
 use sqlx::{PgConnection, PgPool};
 use std::sync::Arc;
@@ -138,10 +138,13 @@ pub async fn run(a: Args) -> Result<(), Error> {
     io.ns("/", async |s: SocketRef| {
         s.on(
             "join",
-            async |s: SocketRef, Data(d): Data<serde_json::Value>| {
+            // Acknowledged once joined: the page loads the chat's history
+            // only then, so no message emitted to the room falls between.
+            async |s: SocketRef, Data(d): Data<serde_json::Value>, ack: AckSender| {
                 if let Some(id) = d["chat_id"].as_i64() {
                     s.join(format!("chat:{id}"));
                 }
+                let _ = ack.send(&true);
             },
         );
         s.on(
