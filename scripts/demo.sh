@@ -10,14 +10,19 @@ ensure_rust
 ensure_postgres postgres
 ensure_redis
 broker=bullmq
+node=""
 prev=""
 for arg in "$@"; do
   case "$arg" in
     --broker=*) broker="${arg#--broker=}" ;;
-    *) [ "$prev" = "--broker" ] && broker="$arg" ;;
+    --node=*) node="${arg#--node=}" ;;
+    *) [ "$prev" = "--broker" ] && broker="$arg"
+       [ "$prev" = "--node" ] && node="$arg" ;;
   esac
   prev="$arg"
 done
+# --node <service>: that service runs in Node.js on the npm package.
+[ -n "$node" ] && ensure_node_client
 case "$broker" in
   rabbitmq) ensure_rabbitmq ;;
   nats) ensure_nats_server ;;

@@ -40,8 +40,9 @@ ensure_rust() {
 
 # The tools the test command runs besides cargo, pinned, from crates.io:
 # nextest (the test runner), mdBook (the docs book), cargo-machete (unused
-# dependencies). Built once per machine (a few minutes on two cores).
-CARGO_TOOLS=("cargo-nextest@0.9.151:cargo nextest" "mdbook@0.5.4:mdbook" "cargo-machete@0.9.2:cargo-machete")
+# dependencies), cargo-deny (licences, bans, sources of dependencies).
+# Built once per machine (a few minutes on two cores).
+CARGO_TOOLS=("cargo-nextest@0.9.151:cargo nextest" "mdbook@0.5.4:mdbook" "cargo-machete@0.9.2:cargo-machete" "cargo-deny@0.20.2:cargo-deny")
 ensure_cargo_tools() {
   local spec crate bin want
   for spec in "${CARGO_TOOLS[@]}"; do
@@ -185,6 +186,28 @@ ensure_node_peers() {
     say "npm ci (tests/node)"
     (cd "$ROOT/tests/node" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
     touch "$ROOT/tests/node/node_modules"
+  fi
+}
+
+# The npm package (clients/node): its pinned dev dependencies, and its build
+# (dist/, which the tests and the mixed-language chat import).
+ensure_node_client() {
+  need_cmd node nodejs
+  need_cmd npm npm
+  local dir="$ROOT/clients/node"
+  if [ ! -d "$dir/node_modules" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules" ]; then
+    say "npm ci (clients/node)"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    touch "$dir/node_modules"
+  fi
+  say "npm run build (clients/node)"
+  (cd "$dir" && npm run --silent build)
+  # The chat service in Node (examples/chat/node) uses the package built above.
+  local chat="$ROOT/examples/chat/node"
+  if [ ! -d "$chat/node_modules" ] || [ "$chat/package-lock.json" -nt "$chat/node_modules" ]; then
+    say "npm ci (examples/chat/node)"
+    (cd "$chat" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    touch "$chat/node_modules"
   fi
 }
 

@@ -27,8 +27,13 @@ if grep -E ' (WARN|ERROR) ' "$log" >/dev/null; then
 fi
 say "cargo machete (unused dependencies)"
 cargo machete
-say "licences of every dependency"
-python3 scripts/licences.py
+say "cargo deny (licences, bans, sources; advisories need a download this machine cannot make)"
+cargo deny --locked check --deny warnings licenses bans sources
+say "rust-version: each crate's declaration against its locked dependencies"
+python3 scripts/msrv.py
+say "the npm package: eslint, tsc --noEmit, its SQL current with the Rust library's, npm pack"
+ensure_node_client
+(cd clients/node && npm run --silent lint && npm run --silent typecheck && node scripts/sql.mjs --check && npm run --silent pack:check)
 say "cargo package (the crates meant for crates.io; the library also built from its package)"
 cargo package --quiet --no-verify --allow-dirty -p postbox -p postbox-relay -p postbox-bullmq \
   -p postbox-kafka -p postbox-rabbitmq -p postbox-nats -p postbox-redis-streams -p postbox-webhook \

@@ -18,6 +18,7 @@ ensure_redis
 ensure_rabbitmq
 ensure_nats
 ensure_node_peers
+ensure_node_client
 ensure_chromium
 ensure_deploy_tools
 ensure_kafka_peers

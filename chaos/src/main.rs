@@ -108,6 +108,10 @@ struct SeedArgs {
     /// The broker between the services; v1 (the naive dual write) runs over BullMQ only.
     #[arg(long, value_enum, default_value = "bullmq")]
     broker: chat::service::Broker,
+    /// Run this service with its Node.js implementation (examples/chat/node,
+    /// on the postbox npm package); v2 over BullMQ only.
+    #[arg(long, value_name = "SERVICE")]
+    node: Option<chat::node::Service>,
     /// Repeat v2 this many times (the result must not change).
     #[arg(long, default_value_t = 1)]
     runs: usize,
@@ -150,21 +154,33 @@ async fn command(command: Command) -> Result<bool, chat::Error> {
         Command::Seed(a) => {
             let mut ok = true;
             let bullmq = a.broker == chat::service::Broker::Bullmq;
+            if a.node.is_some() {
+                if !bullmq {
+                    return Err("--node runs the Node.js service over BullMQ only".into());
+                }
+                if a.version == Version::V1 {
+                    return Err("--node runs postbox's version (v2); v1 is Rust only".into());
+                }
+                chat::node::check_installed()?;
+            }
             match a.version {
                 Version::V1 if !bullmq => {
                     return Err("v1 (the naive dual write) runs over BullMQ only".into())
+                }
+                Version::Both if a.node.is_some() => {
+                    println!("(v1, the naive dual write, runs in Rust only: v2 alone)")
                 }
                 Version::Both if !bullmq => {
                     println!("(v1, the naive dual write, runs over BullMQ only: v2 alone)")
                 }
                 Version::V1 | Version::Both => {
-                    ok &= seed::run(&a.admin_url, Version::V1, a.broker).await?;
+                    ok &= seed::run(&a.admin_url, Version::V1, a.broker, None).await?;
                 }
                 Version::V2 => {}
             }
             if matches!(a.version, Version::V2 | Version::Both) {
                 for _ in 0..a.runs {
-                    ok &= seed::run(&a.admin_url, Version::V2, a.broker).await?;
+                    ok &= seed::run(&a.admin_url, Version::V2, a.broker, a.node).await?;
                 }
             }
             Ok::<bool, chat::Error>(ok)

@@ -14,15 +14,21 @@ const EVERY: Duration = Duration::from_millis(400);
 
 /// Run the scenario once; prints the timeline and the summary; true if the
 /// verdict is what this version must give (v2: clean; v1: the seed's losses).
-pub async fn run(admin_url: &str, version: Version, broker: Broker) -> Result<bool, chat::Error> {
+pub async fn run(
+    admin_url: &str,
+    version: Version,
+    broker: Broker,
+    node: Option<chat::node::Service>,
+) -> Result<bool, chat::Error> {
     let v2 = version == Version::V2;
     let over = match broker {
         Broker::Bullmq => "",
         Broker::Rabbitmq => " over RabbitMQ",
         Broker::Nats => " over NATS JetStream",
     };
+    let in_node = node.map_or(String::new(), |n| format!(", {} in Node.js", n.name()));
     println!(
-        "== seed scenario, {}{over}",
+        "== seed scenario, {}{over}{in_node}",
         if v2 {
             "v2 (postbox)"
         } else {
@@ -44,6 +50,7 @@ pub async fn run(admin_url: &str, version: Version, broker: Broker) -> Result<bo
             pg_proxy: false,
             db_hosts: None,
             broker,
+            node,
         },
     )
     .await?;
@@ -75,6 +82,18 @@ pub async fn run(admin_url: &str, version: Version, broker: Broker) -> Result<bo
         if n == 6 {
             w.workers.start_service(&[]).await?;
             history.harness("deploy", "workers started");
+            // One fault at a time: the redeployed workers catch up on 4–6
+            // before the broker goes down. Without this wait a slower start
+            // (the Node.js service) has the outage cut off a job's
+            // acknowledgement after its inbox commit: a second, correct,
+            // skipped redelivery, but not the seed's experiment.
+            let caught_up =
+                || (4..=6).all(|n| history.count(|k| *k == Kind::Shown(Msg { chat: 1, n })) > 0);
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !caught_up() && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            next = next.max(Instant::now());
         }
         if n == 8 {
             w.consumers.stop().await?;

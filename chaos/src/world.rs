@@ -98,6 +98,8 @@ pub struct Options {
     pub db_hosts: Option<String>,
     /// The broker between the services (BullMQ by default).
     pub broker: chat::service::Broker,
+    /// Run this service with its Node.js implementation (BullMQ, v2).
+    pub node: Option<chat::node::Service>,
 }
 
 impl World {
@@ -157,34 +159,37 @@ impl World {
                 url = with_hosts(&url, hosts)?;
             }
             let port = free_port();
-            let svc = Proc::new(
+            let args: Vec<String> = [
+                "--service",
                 service,
-                chat_bin.clone(),
-                [
-                    "serve",
-                    "--service",
-                    service,
-                    "--peer",
-                    peer,
-                    "--schema",
-                    schema,
-                    "--peer-schema",
-                    peer_schema,
-                    "--database-url",
-                    &url,
-                    "--listen",
-                    &format!("127.0.0.1:{port}"),
-                    "--lock-duration-ms",
-                    &LOCK_MS.to_string(),
-                    "--mode",
-                    mode,
-                ]
-                .map(String::from)
-                .into_iter()
-                .chain(service_broker_args.iter().cloned())
-                .collect(),
-                history.clone(),
-            );
+                "--peer",
+                peer,
+                "--schema",
+                schema,
+                "--peer-schema",
+                peer_schema,
+                "--database-url",
+                &url,
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--lock-duration-ms",
+                &LOCK_MS.to_string(),
+                "--mode",
+                mode,
+            ]
+            .map(String::from)
+            .into_iter()
+            .chain(service_broker_args.iter().cloned())
+            .collect();
+            let (program, args) = if o.node.is_some_and(|n| n.name() == service) {
+                chat::node::command(args)
+            } else {
+                (
+                    chat_bin.clone(),
+                    ["serve".to_owned()].into_iter().chain(args).collect(),
+                )
+            };
+            let svc = Proc::new(service, program, args, history.clone());
             let relays = (0..if o.v2 { relays } else { 0 })
                 .map(|i| {
                     let url = match pg_proxy_port {

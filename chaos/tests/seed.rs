@@ -103,6 +103,50 @@ fn seed_scenario_over_rabbitmq_and_nats_loses_nothing() {
     }
 }
 
+/// The experiment with the receiving service (workers) in Node.js on the npm
+/// package (examples/chat/node), the sender in Rust: the Node inbox skips the
+/// redelivery after its own crash, and nothing is lost.
+#[test]
+fn seed_scenario_with_a_node_service_loses_nothing() {
+    let bin = env!("CARGO_BIN_EXE_chaos");
+    let out = Command::new(bin)
+        .args([
+            "seed",
+            "--node",
+            "workers",
+            "--version",
+            "v2",
+            "--admin-url",
+            &postbox_testkit::database_url(),
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "chaos seed --node workers failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("== seed scenario, v2 (postbox), workers in Node.js"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("crashed after recording"),
+        "the Node service crashed after its inbox commit: {stdout}"
+    );
+    assert!(
+        stdout.contains("saved by consumers: 10   received by workers: 10   duplicates skipped: 1\nlost: none\nunsent in outbox: 0\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "checker: lost 0, unexpected 0, duplicated deliveries 0, reordered 0, unsent 0"
+        ),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn fast_fault_scenarios_lose_nothing() {
     let bin = env!("CARGO_BIN_EXE_chaos");

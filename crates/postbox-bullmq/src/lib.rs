@@ -4,6 +4,7 @@
 //! Both sit on the BullMQ maintainers' own Rust crate (`bullmq-official`),
 //! which runs BullMQ's Lua scripts, so jobs are the ones Node `queue.add`
 //! would create and Node `Worker`s process them.
+#![warn(missing_docs)]
 
 //! The sink needs the `sink` feature (on by default); a service that only
 //! consumes turns default features off and does not compile the relay.

@@ -1,6 +1,7 @@
 //! Kafka for postbox: the relay's sink ([`KafkaSink`], an idempotent producer
 //! whose delivery reports decide what is marked sent) and the consumer side
 //! ([`inbox_consumer`], offsets committed only after the inbox transaction).
+#![warn(missing_docs)]
 
 //! The sink needs the `sink` feature (on by default); a service that only
 //! consumes turns default features off and does not compile the relay.

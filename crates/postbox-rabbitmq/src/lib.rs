@@ -5,6 +5,7 @@
 //!
 //! The sink needs the `sink` feature (on by default); a service that only
 //! consumes turns default features off and does not compile the relay.
+#![warn(missing_docs)]
 
 #[cfg(feature = "sink")]
 mod config;

@@ -230,14 +230,16 @@ pub enum SentRows {
 }
 
 impl std::str::FromStr for SentRows {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = postbox::UnknownChoice;
+    fn from_str(s: &str) -> Result<Self, postbox::UnknownChoice> {
         match s {
             "mark" => Ok(SentRows::Mark),
             "delete" => Ok(SentRows::Delete),
-            other => Err(format!(
-                "{other:?} is not a sent-row policy: use mark or delete"
-            )),
+            other => Err(postbox::UnknownChoice {
+                what: "sent-row policy",
+                value: other.to_owned(),
+                choices: "mark or delete",
+            }),
         }
     }
 }

@@ -7,6 +7,7 @@
 //! broker's acknowledgement → mark sent / record failures → COMMIT. A crash at
 //! any point leaves the rows in the outbox; the next owner republishes them and
 //! the event id makes that idempotent.
+#![warn(missing_docs)]
 
 mod backoff;
 mod config;

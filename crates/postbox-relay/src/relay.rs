@@ -28,9 +28,9 @@ pub enum RelayError {
         #[source]
         source: sqlx::Error,
     },
-    /// A configured schema has no outbox.
+    /// A configured schema has no outbox, or is older than this relay.
     #[error(transparent)]
-    Schema(#[from] postbox::Error),
+    Schema(#[from] postbox::MigrateError),
     /// A task of the running relay panicked: the relay stopped the others and
     /// cannot do its job.
     #[error("relay task {task} failed: {reason}; the relay stopped")]

@@ -9,6 +9,7 @@
 //!
 //! Credentials come from the standard AWS chain (environment, profile, SSO,
 //! web identity, container and instance roles) and are never logged.
+#![warn(missing_docs)]
 
 mod client;
 #[cfg(feature = "sink")]

@@ -1,6 +1,7 @@
 //! Shared test support: connection URLs, per-test schemas and names, and
 //! waiting on conditions instead of sleeping; one module per service a test
 //! starts of its own.
+#![warn(missing_docs)]
 
 mod http;
 mod kafka;

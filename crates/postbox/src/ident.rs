@@ -1,6 +1,6 @@
 //! Validated SQL identifiers: the only way a name gets into postbox's SQL.
 
-use crate::Error;
+use crate::error::InvalidIdentifier;
 use std::fmt;
 
 /// A schema name checked against `^[a-z_][a-z0-9_]{0,62}$`.
@@ -13,7 +13,7 @@ pub struct SchemaName(String);
 
 impl SchemaName {
     /// Validate `name`.
-    pub fn new(name: &str) -> Result<Self, Error> {
+    pub fn new(name: &str) -> Result<Self, InvalidIdentifier> {
         validate("schema name", name)?;
         Ok(SchemaName(name.to_owned()))
     }
@@ -30,7 +30,7 @@ pub struct RoleName(String);
 
 impl RoleName {
     /// Validate `name`.
-    pub fn new(name: &str) -> Result<Self, Error> {
+    pub fn new(name: &str) -> Result<Self, InvalidIdentifier> {
         validate("role name", name)?;
         Ok(RoleName(name.to_owned()))
     }
@@ -54,17 +54,17 @@ impl fmt::Debug for SchemaName {
 }
 
 impl std::str::FromStr for SchemaName {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
+    type Err = InvalidIdentifier;
+    fn from_str(s: &str) -> Result<Self, InvalidIdentifier> {
         SchemaName::new(s)
     }
 }
 
 const RESERVED: &[&str] = &["pg_catalog", "information_schema", "pg_toast", "public"];
 
-fn validate(what: &'static str, value: &str) -> Result<(), Error> {
+fn validate(what: &'static str, value: &str) -> Result<(), InvalidIdentifier> {
     let err = |reason| {
-        Err(Error::InvalidIdentifier {
+        Err(InvalidIdentifier {
             what,
             value: value.to_owned(),
             reason,

@@ -1,6 +1,7 @@
 //! The consumer side: record each received message once, in the transaction of its effect.
 
-use crate::{sql::Queries, Error, SchemaName, DEFAULT_SCHEMA};
+use crate::error::{InboxError, InvalidIdentifier};
+use crate::{sql::Queries, SchemaName, DEFAULT_SCHEMA};
 use sqlx::PgConnection;
 use std::sync::{Arc, OnceLock};
 
@@ -22,7 +23,7 @@ pub struct Inbox {
 
 impl Inbox {
     /// The inbox in `schema` (validated here).
-    pub fn new(schema: &str) -> Result<Self, Error> {
+    pub fn new(schema: &str) -> Result<Self, InvalidIdentifier> {
         let schema = SchemaName::new(schema)?;
         Ok(Inbox {
             queries: Arc::new(Queries::new(&schema)),
@@ -39,13 +40,13 @@ impl Inbox {
         conn: &mut PgConnection,
         consumer: &str,
         message_id: &str,
-    ) -> Result<Receipt, Error> {
+    ) -> Result<Receipt, InboxError> {
         let done = sqlx::query(&self.queries.inbox_receive)
             .bind(consumer)
             .bind(message_id)
             .execute(conn)
             .await
-            .map_err(|e| Error::in_schema(e, &self.schema))?;
+            .map_err(|e| InboxError::in_schema(e, &self.schema))?;
         Ok(if done.rows_affected() == 1 {
             Receipt::Fresh
         } else {
@@ -59,7 +60,7 @@ pub async fn receive(
     conn: &mut PgConnection,
     consumer: &str,
     message_id: &str,
-) -> Result<Receipt, Error> {
+) -> Result<Receipt, InboxError> {
     static INBOX: OnceLock<Inbox> = OnceLock::new();
     INBOX
         .get_or_init(|| Inbox::new(DEFAULT_SCHEMA).expect("default schema name is valid"))

@@ -16,6 +16,7 @@
 //! tx.commit().await?;
 //! # Ok(()) }
 //! ```
+#![warn(missing_docs)]
 
 pub mod consume;
 mod error;
@@ -36,7 +37,9 @@ pub use consume::{
     handler_fn, BoxError, ConsumeError, FnHandler, Handler, HandlerFuture, InboxConsumer,
     Processed, RetryPolicy,
 };
-pub use error::Error;
+pub use error::{
+    EnqueueError, Error, InboxError, InvalidEvent, InvalidIdentifier, MigrateError, UnknownChoice,
+};
 pub use ident::{RoleName, SchemaName};
 pub use inbox::{Inbox, Receipt};
 pub use message::Message;

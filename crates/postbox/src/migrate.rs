@@ -4,7 +4,7 @@
 //! with [`run`] / `postbox migrate`, or take [`Migration::sql`] for your own
 //! migration tool: they are plain SQL with the schema name filled in.
 
-use crate::{sql::Queries, Error, SchemaName};
+use crate::{sql::Queries, MigrateError, SchemaName, UnknownChoice};
 use sqlx::{Connection, PgConnection};
 
 /// One migration file, rendered for a schema.
@@ -90,16 +90,18 @@ pub enum WakeUp {
 pub use crate::sql::publication_name;
 
 impl std::str::FromStr for WakeUp {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownChoice;
+    fn from_str(s: &str) -> Result<Self, UnknownChoice> {
         match s {
             "statement" => Ok(WakeUp::Statement),
             "off" => Ok(WakeUp::Off),
             "adaptive" => Ok(WakeUp::Adaptive),
             "logical" => Ok(WakeUp::Logical),
-            other => Err(format!(
-                "unknown notify policy {other:?}: use \"statement\", \"adaptive\", \"logical\" or \"off\""
-            )),
+            other => Err(UnknownChoice {
+                what: "notify policy",
+                value: other.to_owned(),
+                choices: "\"statement\", \"adaptive\", \"logical\" or \"off\"",
+            }),
         }
     }
 }
@@ -117,13 +119,13 @@ pub struct Report {
 ///
 /// Safe to run concurrently and repeatedly: an advisory lock serialises runs,
 /// applied versions are skipped, and a changed migration is an error. One
-/// transaction: on any error (e.g. [`Error::WalLevelNotLogical`] for
+/// transaction: on any error (e.g. [`MigrateError::WalLevelNotLogical`] for
 /// [`WakeUp::Logical`]) nothing changes.
 pub async fn run(
     conn: &mut PgConnection,
     schema: &SchemaName,
     notify: WakeUp,
-) -> Result<Report, Error> {
+) -> Result<Report, MigrateError> {
     let q = Queries::new(schema);
     let mut tx = conn.begin().await?;
     sqlx::query(&q.migrations_lock)
@@ -137,7 +139,7 @@ pub async fn run(
             .fetch_one(&mut *tx)
             .await?;
         if found != "logical" {
-            return Err(Error::WalLevelNotLogical {
+            return Err(MigrateError::WalLevelNotLogical {
                 schema: schema.to_string(),
                 found,
             });
@@ -164,7 +166,7 @@ pub async fn run(
     for (version, name, found) in &applied {
         match known.iter().find(|m| m.version == *version) {
             Some(m) if &m.checksum != found => {
-                return Err(Error::MigrationChanged {
+                return Err(MigrateError::MigrationChanged {
                     schema: schema.to_string(),
                     version: *version,
                     name: name.clone(),
@@ -174,7 +176,7 @@ pub async fn run(
             }
             Some(_) => report.already.push(*version),
             None => {
-                return Err(Error::UnknownMigration {
+                return Err(MigrateError::UnknownMigration {
                     schema: schema.to_string(),
                     version: *version,
                 })
@@ -229,17 +231,20 @@ pub async fn run(
     Ok(report)
 }
 
-/// Fail with [`Error::SchemaNotMigrated`] unless `schema` has an outbox
-/// table, and with [`Error::SchemaOutdated`] unless it has every migration of
+/// Fail with [`MigrateError::SchemaNotMigrated`] unless `schema` has an outbox
+/// table, and with [`MigrateError::SchemaOutdated`] unless it has every migration of
 /// this build (the relay relies on the newest tables).
-pub async fn ensure_migrated(conn: &mut PgConnection, schema: &SchemaName) -> Result<(), Error> {
+pub async fn ensure_migrated(
+    conn: &mut PgConnection,
+    schema: &SchemaName,
+) -> Result<(), MigrateError> {
     let q = Queries::new(schema);
     let exists: bool = sqlx::query_scalar(&q.schema_exists)
         .bind(schema.as_str())
         .fetch_one(&mut *conn)
         .await?;
     if !exists {
-        return Err(Error::SchemaNotMigrated {
+        return Err(MigrateError::SchemaNotMigrated {
             schema: schema.to_string(),
         });
     }
@@ -248,7 +253,7 @@ pub async fn ensure_migrated(conn: &mut PgConnection, schema: &SchemaName) -> Re
         .await?;
     let expected = FILES.last().map_or(0, |f| f.0);
     if found < expected {
-        return Err(Error::SchemaOutdated {
+        return Err(MigrateError::SchemaOutdated {
             schema: schema.to_string(),
             found,
             expected,
@@ -291,6 +296,10 @@ mod tests {
         ] {
             assert_eq!(text.parse::<WakeUp>().unwrap(), n);
         }
-        assert!("wal".parse::<WakeUp>().unwrap_err().contains("\"logical\""));
+        assert!("wal"
+            .parse::<WakeUp>()
+            .unwrap_err()
+            .to_string()
+            .contains("\"logical\""));
     }
 }

@@ -1,6 +1,7 @@
 //! The producer side: write events into the outbox inside the caller's transaction.
 
-use crate::{sql::Queries, Error, SchemaName, DEFAULT_SCHEMA};
+use crate::error::{EnqueueError, InvalidEvent, InvalidIdentifier};
+use crate::{sql::Queries, SchemaName, DEFAULT_SCHEMA};
 use serde_json::Value;
 use sqlx::PgConnection;
 use std::sync::{Arc, OnceLock};
@@ -59,28 +60,23 @@ impl Event {
         self.header(crate::trace::TRACEPARENT, traceparent)
     }
 
-    fn validate(&self) -> Result<(), Error> {
+    fn validate(&self) -> Result<(), InvalidEvent> {
         if self.topic.trim().is_empty() {
-            return Err(Error::InvalidEvent("topic is empty".into()));
+            return Err(InvalidEvent::EmptyTopic);
         }
         if self.event.trim().is_empty() {
-            return Err(Error::InvalidEvent(format!(
-                "event type is empty (topic {:?})",
-                self.topic
-            )));
+            return Err(InvalidEvent::EmptyEventType {
+                topic: self.topic.clone(),
+            });
         }
         if !self.headers.is_object() {
-            return Err(Error::InvalidEvent(format!(
-                "headers must be a JSON object, got {}",
-                json_kind(&self.headers)
-            )));
+            return Err(InvalidEvent::HeadersNotAnObject {
+                found: json_kind(&self.headers),
+            });
         }
         if let Some(tp) = self.headers.get(crate::trace::TRACEPARENT) {
-            let tp = tp.as_str().ok_or_else(|| {
-                Error::InvalidEvent(format!(
-                    "header traceparent must be a string, got {}",
-                    json_kind(tp)
-                ))
+            let tp = tp.as_str().ok_or(InvalidEvent::TraceparentNotAString {
+                found: json_kind(tp),
             })?;
             crate::trace::check_traceparent(tp)?;
         }
@@ -117,7 +113,7 @@ pub struct Outbox {
 
 impl Outbox {
     /// The outbox in `schema` (validated here; the tables come from `postbox migrate`).
-    pub fn new(schema: &str) -> Result<Self, Error> {
+    pub fn new(schema: &str) -> Result<Self, InvalidIdentifier> {
         let schema = SchemaName::new(schema)?;
         Ok(Outbox {
             queries: Arc::new(Queries::new(&schema)),
@@ -132,7 +128,11 @@ impl Outbox {
 
     /// Insert `event` on `conn` — pass `&mut *tx` so it joins your transaction:
     /// it is committed, or rolled back, with your business rows.
-    pub async fn enqueue(&self, conn: &mut PgConnection, event: Event) -> Result<Enqueued, Error> {
+    pub async fn enqueue(
+        &self,
+        conn: &mut PgConnection,
+        event: Event,
+    ) -> Result<Enqueued, EnqueueError> {
         event.validate()?;
         let (id, event_id): (i64, Uuid) = sqlx::query_as(&self.queries.outbox_insert)
             .bind(event.event_id)
@@ -143,7 +143,7 @@ impl Outbox {
             .bind(&event.headers)
             .fetch_one(conn)
             .await
-            .map_err(|e| Error::in_schema(e, &self.schema))?;
+            .map_err(|e| EnqueueError::in_schema(e, &self.schema))?;
         Ok(Enqueued { id, event_id })
     }
 
@@ -152,7 +152,7 @@ impl Outbox {
         &self,
         conn: &mut PgConnection,
         events: Vec<Event>,
-    ) -> Result<Vec<Enqueued>, Error> {
+    ) -> Result<Vec<Enqueued>, EnqueueError> {
         if events.is_empty() {
             return Ok(Vec::new());
         }
@@ -185,7 +185,7 @@ impl Outbox {
             .bind(headers)
             .fetch_all(conn)
             .await
-            .map_err(|e| Error::in_schema(e, &self.schema))?;
+            .map_err(|e| EnqueueError::in_schema(e, &self.schema))?;
         let mut out: Vec<Enqueued> = rows
             .into_iter()
             .map(|(id, event_id)| Enqueued { id, event_id })
@@ -201,7 +201,7 @@ fn default_outbox() -> &'static Outbox {
 }
 
 /// [`Outbox::enqueue`] on the default schema ([`DEFAULT_SCHEMA`]).
-pub async fn enqueue(conn: &mut PgConnection, event: Event) -> Result<Enqueued, Error> {
+pub async fn enqueue(conn: &mut PgConnection, event: Event) -> Result<Enqueued, EnqueueError> {
     default_outbox().enqueue(conn, event).await
 }
 
@@ -209,7 +209,7 @@ pub async fn enqueue(conn: &mut PgConnection, event: Event) -> Result<Enqueued, 
 pub async fn enqueue_many(
     conn: &mut PgConnection,
     events: Vec<Event>,
-) -> Result<Vec<Enqueued>, Error> {
+) -> Result<Vec<Enqueued>, EnqueueError> {
     default_outbox().enqueue_many(conn, events).await
 }
 

@@ -1,7 +1,7 @@
 //! Least-privilege grants for the three kinds of postbox users: producers,
 //! the relay, consumers. Plain SQL in `sql/roles/`, applied by `postbox grant`.
 
-use crate::{Error, RoleName, SchemaName};
+use crate::{MigrateError, RoleName, SchemaName, UnknownChoice};
 use sqlx::PgConnection;
 
 /// What a role does with a postbox schema.
@@ -16,15 +16,17 @@ pub enum Kind {
 }
 
 impl std::str::FromStr for Kind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownChoice;
+    fn from_str(s: &str) -> Result<Self, UnknownChoice> {
         match s {
             "producer" => Ok(Kind::Producer),
             "relay" => Ok(Kind::Relay),
             "consumer" => Ok(Kind::Consumer),
-            other => Err(format!(
-                "unknown role kind {other:?}: use producer, relay or consumer"
-            )),
+            other => Err(UnknownChoice {
+                what: "role kind",
+                value: other.to_owned(),
+                choices: "producer, relay or consumer",
+            }),
         }
     }
 }
@@ -45,10 +47,11 @@ pub async fn grant(
     kind: Kind,
     schema: &SchemaName,
     role: &RoleName,
-) -> Result<(), Error> {
+) -> Result<(), MigrateError> {
     sqlx::raw_sql(&grants(kind, schema, role))
         .execute(conn)
-        .await?;
+        .await
+        .map_err(|e| MigrateError::in_schema(e, schema))?;
     Ok(())
 }
 

@@ -22,6 +22,10 @@ pub struct Args {
     /// Stop after the scripted conversation instead of serving until Ctrl-C.
     #[arg(long)]
     once: bool,
+    /// Run this service with its Node.js implementation (examples/chat/node, on
+    /// the postbox npm package) instead of Rust; BullMQ only.
+    #[arg(long, value_name = "SERVICE")]
+    node: Option<crate::node::Service>,
 }
 
 struct Proc {
@@ -67,6 +71,12 @@ pub async fn run(a: Args) -> Result<(), Error> {
         )
         .into());
     }
+    if a.node.is_some() {
+        if a.broker.broker != crate::broker::Broker::Bullmq {
+            return Err("--node runs the Node.js service over BullMQ only: drop --broker".into());
+        }
+        crate::node::check_installed()?;
+    }
     let mut setup_args = a.setup.clone();
     setup_args.reset = true;
     setup::run(setup_args).await?;
@@ -84,25 +94,28 @@ pub async fn run(a: Args) -> Result<(), Error> {
         } else {
             "workers"
         };
-        procs.push(spawn(
-            name,
-            &exe,
-            &[
-                "serve".into(),
-                "--service".into(),
-                service.into(),
-                "--peer".into(),
-                peer.into(),
-                "--database-url".into(),
-                url.clone(),
-                "--listen".into(),
-                format!("127.0.0.1:{port}"),
-            ]
-            .into_iter()
-            .chain(a.broker.serve_args())
-            .collect::<Vec<_>>(),
-            started,
-        )?);
+        let serve_args: Vec<String> = [
+            "--service".into(),
+            service.into(),
+            "--peer".into(),
+            peer.into(),
+            "--database-url".into(),
+            url.clone(),
+            "--listen".into(),
+            format!("127.0.0.1:{port}"),
+        ]
+        .into_iter()
+        .chain(a.broker.serve_args())
+        .collect();
+        let (program, args) = if a.node.is_some_and(|n| n.name() == service) {
+            crate::node::command(serve_args)
+        } else {
+            (
+                exe.clone(),
+                ["serve".to_owned()].into_iter().chain(serve_args).collect(),
+            )
+        };
+        procs.push(spawn(name, &program, &args, started)?);
         let relay_name: &'static str = if service == "consumers" {
             "relay(consumers)"
         } else {

@@ -12,6 +12,7 @@ pub mod http;
 pub mod lines;
 pub mod model;
 mod naive;
+pub mod node;
 mod receiver;
 pub mod service;
 pub mod setup;

@@ -282,13 +282,27 @@ impl From<sqlx::Error> for ApiError {
     }
 }
 
-impl From<postbox::Error> for ApiError {
-    fn from(e: postbox::Error) -> Self {
-        tracing::error!(error = %e, "outbox error");
-        ApiError(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "could not store the message, try again".into(),
-        )
+impl From<postbox::EnqueueError> for ApiError {
+    fn from(e: postbox::EnqueueError) -> Self {
+        match e {
+            postbox::EnqueueError::InvalidEvent(e) => {
+                ApiError(StatusCode::BAD_REQUEST, format!("invalid message: {e}"))
+            }
+            e if e.is_transient() => {
+                tracing::warn!(error = %e, "outbox unavailable");
+                ApiError(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "could not store the message, try again".into(),
+                )
+            }
+            e => {
+                tracing::error!(error = %e, "outbox error");
+                ApiError(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "could not store the message".into(),
+                )
+            }
+        }
     }
 }
 

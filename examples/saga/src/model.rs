@@ -79,7 +79,7 @@ impl Names {
     /// `prefix` must make valid schema names (`<prefix>_orders`, ...); the
     /// topics (`<prefix>-orders`, ...) then hold only `[a-z0-9_-]`, valid for
     /// Kafka topics and BullMQ queues alike.
-    pub fn new(prefix: &str) -> Result<Self, postbox::Error> {
+    pub fn new(prefix: &str) -> Result<Self, postbox::InvalidIdentifier> {
         let schema = |s: Service| SchemaName::new(&format!("{prefix}_{}", s.name()));
         Ok(Names {
             prefix: prefix.to_owned(),

@@ -238,9 +238,10 @@ async fn enqueue_into_an_unmigrated_schema_says_to_migrate() {
         .await
         .unwrap_err();
     assert!(
-        matches!(err, postbox::Error::SchemaNotMigrated { .. }),
+        matches!(err, postbox::EnqueueError::SchemaNotMigrated { .. }),
         "{err:?}"
     );
+    assert!(!err.is_transient());
     assert!(
         err.to_string()
             .contains("run `postbox migrate --schema never_migrated_x`"),
@@ -250,7 +251,7 @@ async fn enqueue_into_an_unmigrated_schema_says_to_migrate() {
     let mut tx = pool.begin().await.unwrap();
     let err = inbox.receive(&mut tx, "c", "m").await.unwrap_err();
     assert!(
-        matches!(err, postbox::Error::SchemaNotMigrated { .. }),
+        matches!(err, postbox::InboxError::SchemaNotMigrated { .. }),
         "{err:?}"
     );
 }

@@ -180,7 +180,7 @@ async fn logical_migrate_is_refused_below_wal_level_logical_and_changes_nothing(
     .await
     .unwrap_err();
     assert!(
-        matches!(&e, postbox::Error::WalLevelNotLogical { found, .. } if *found == wal_level),
+        matches!(&e, postbox::MigrateError::WalLevelNotLogical { found, .. } if *found == wal_level),
         "{e}"
     );
     drop(conn);

@@ -2,7 +2,7 @@
 //! the handler's (its retry policy applies).
 
 use crate::consume::BoxError;
-use crate::Error;
+use crate::{EnqueueError, Error, InboxError, MigrateError};
 
 /// One attempt's failure.
 pub(crate) enum AttemptError {
@@ -32,9 +32,15 @@ impl AttemptError {
     pub(crate) fn from_handler(e: BoxError) -> AttemptError {
         match e.downcast::<sqlx::Error>() {
             Ok(db) => AttemptError::classify(*db),
-            Err(other) => match other.downcast::<Error>() {
-                Ok(pe) => AttemptError::from(*pe),
-                Err(other) => AttemptError::Handler(other),
+            Err(other) => match other.downcast::<EnqueueError>() {
+                Ok(e) => AttemptError::from(Error::from(*e)),
+                Err(other) => match other.downcast::<InboxError>() {
+                    Ok(e) => AttemptError::from(Error::from(*e)),
+                    Err(other) => match other.downcast::<Error>() {
+                        Ok(e) => AttemptError::from(*e),
+                        Err(other) => AttemptError::Handler(other),
+                    },
+                },
             },
         }
     }
@@ -63,8 +69,16 @@ pub(crate) fn is_transient(e: &sqlx::Error) -> bool {
 impl From<Error> for AttemptError {
     fn from(e: Error) -> Self {
         match e {
-            Error::Database(e) => AttemptError::classify(e),
+            Error::Enqueue(EnqueueError::Database(e))
+            | Error::Inbox(InboxError::Database(e))
+            | Error::Migrate(MigrateError::Database(e)) => AttemptError::classify(e),
             other => AttemptError::Handler(other.into()),
         }
+    }
+}
+
+impl From<InboxError> for AttemptError {
+    fn from(e: InboxError) -> Self {
+        AttemptError::from(Error::from(e))
     }
 }

@@ -72,7 +72,7 @@ impl InboxConsumer {
         };
         let receipt = match self.inbox.receive(&mut tx, &self.name, &msg.id).await {
             Ok(r) => r,
-            Err(crate::Error::Database(e)) => return Err(e),
+            Err(crate::InboxError::Database(e)) => return Err(e),
             Err(e) => return Err(sqlx::Error::Protocol(e.to_string())),
         };
         let outcome = match receipt {

@@ -10,7 +10,7 @@
 //! [`Message`], and the acknowledgement, which it sends only after
 //! [`InboxConsumer::process`] returned `Ok`.
 
-mod classify;
+pub(crate) mod classify;
 mod dead_letter;
 mod report;
 mod retry;

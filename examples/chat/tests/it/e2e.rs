@@ -14,7 +14,17 @@ fn bodies(history: &[serde_json::Value], from: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_both_ways_shown_once_in_order() {
-    let pair = Pair::start().await;
+    both_ways_once_in_order(Pair::start().await).await;
+}
+
+/// The same with the workers service in Node.js (examples/chat/node, on the
+/// npm package) and consumers in Rust: the conversation crosses languages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_both_ways_between_a_rust_and_a_node_service() {
+    both_ways_once_in_order(Pair::start_with_node(Some("workers")).await).await;
+}
+
+async fn both_ways_once_in_order(pair: Pair) {
     const N: usize = 15;
     let mut sent = Vec::new();
     for i in 0..N {

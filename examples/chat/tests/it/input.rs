@@ -4,7 +4,16 @@ use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_messages_are_refused_and_nothing_is_stored() {
-    let pair = Pair::start().await;
+    refused_and_nothing_stored(Pair::start().await).await;
+}
+
+/// The Node.js service refuses the same requests with the same statuses and words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_node_service_refuses_bad_messages_alike() {
+    refused_and_nothing_stored(Pair::start_with_node(Some("consumers")).await).await;
+}
+
+async fn refused_and_nothing_stored(pair: Pair) {
     let base = pair.consumers.base();
     let long = "x".repeat(2001);
     let cases: Vec<(String, String, u16, &str)> = vec![

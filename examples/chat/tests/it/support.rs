@@ -18,8 +18,12 @@ pub struct Side {
     pub port: u16,
     pub db_url: String,
     child: Option<tokio::process::Child>,
+    /// Node.js services run without an embedded relay: their own `postbox relay`.
+    relay: Option<tokio::process::Child>,
     lines: Arc<Mutex<Vec<String>>>,
     peer_schema: String,
+    /// Run with the Node.js implementation (examples/chat/node).
+    pub node: bool,
 }
 
 impl Side {
@@ -32,31 +36,41 @@ impl Side {
     }
 
     fn spawn(&mut self) {
-        let mut child = tokio::process::Command::new(BIN)
-            .args([
-                "serve",
-                "--service",
-                self.service,
-                "--peer",
-                if self.service == "consumers" {
-                    "workers"
-                } else {
-                    "consumers"
-                },
-                "--schema",
-                &self.schema,
-                "--peer-schema",
-                &self.peer_schema,
-                "--database-url",
-                &self.db_url,
-                "--redis-url",
-                &postbox_testkit::redis_url(),
-                "--listen",
-                &format!("127.0.0.1:{}", self.port),
-                "--embedded-relay",
-                "--lock-duration-ms",
-                "5000",
-            ])
+        let args: Vec<String> = [
+            "--service",
+            self.service,
+            "--peer",
+            if self.service == "consumers" {
+                "workers"
+            } else {
+                "consumers"
+            },
+            "--schema",
+            &self.schema,
+            "--peer-schema",
+            &self.peer_schema,
+            "--database-url",
+            &self.db_url,
+            "--redis-url",
+            &postbox_testkit::redis_url(),
+            "--listen",
+            &format!("127.0.0.1:{}", self.port),
+            "--lock-duration-ms",
+            "5000",
+        ]
+        .map(String::from)
+        .to_vec();
+        let (program, args) = if self.node {
+            chat::node::check_installed().expect("the Node chat service");
+            self.relay = Some(self.spawn_relay());
+            chat::node::command(args)
+        } else {
+            let mut all = vec!["serve".to_owned(), "--embedded-relay".to_owned()];
+            all.extend(args);
+            (BIN.into(), all)
+        };
+        let mut child = tokio::process::Command::new(program)
+            .args(args)
             .env("RUST_LOG", "warn,sqlx=error")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -71,6 +85,36 @@ impl Side {
         self.child = Some(child);
     }
 
+    /// `postbox relay` for this side's schema, as the service's own role.
+    fn spawn_relay(&self) -> tokio::process::Child {
+        let postbox = std::path::Path::new(BIN).with_file_name("postbox");
+        assert!(
+            postbox.exists(),
+            "{} is not built: run the workspace build",
+            postbox.display()
+        );
+        tokio::process::Command::new(postbox)
+            .args([
+                "relay",
+                "--database-url",
+                &self.db_url,
+                "--schemas",
+                &self.schema,
+                "--redis-url",
+                &postbox_testkit::redis_url(),
+                "--workers",
+                "1",
+            ])
+            .env("RUST_LOG", "warn")
+            .env_remove("POSTBOX_CONFIG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn postbox relay")
+    }
+
     async fn wait_healthy(&self) {
         let url = format!("{}/healthz", self.base());
         wait_until(LONG, &format!("{} to serve", self.service), || {
@@ -82,6 +126,12 @@ impl Side {
 
     /// SIGTERM (a deploy) and wait for a clean exit.
     pub async fn stop(&mut self) {
+        if let Some(mut c) = self.relay.take() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &c.id().unwrap().to_string()])
+                .status();
+            let _ = tokio::time::timeout(Duration::from_secs(20), c.wait()).await;
+        }
         if let Some(mut c) = self.child.take() {
             let pid = c.id().unwrap();
             Command::new("kill")
@@ -135,6 +185,11 @@ pub struct Pair {
 
 impl Pair {
     pub async fn start() -> Pair {
+        Pair::start_with_node(None).await
+    }
+
+    /// Both services, `node` (`"consumers"` or `"workers"`) in Node.js.
+    pub async fn start_with_node(node: Option<&str>) -> Pair {
         let sfx = postbox_testkit::suffix();
         let (c, w) = (format!("t{sfx}_consumers"), format!("t{sfx}_workers"));
         let admin_url = postbox_testkit::database_url();
@@ -168,7 +223,9 @@ impl Pair {
             )
             .unwrap(),
             child: None,
+            relay: None,
             lines: Default::default(),
+            node: node == Some(service),
         };
         let mut pair = Pair {
             consumers: side("consumers", &c, &w),

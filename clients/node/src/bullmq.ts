@@ -1,0 +1,113 @@
+// A BullMQ Worker on the inbox loop: the handler runs inside the inbox
+// transaction and the job completes only after it commits (or after the
+// message was kept as a dead letter by the retry policy). A job delivered
+// twice — the worker died before completing it, or the relay sent it again —
+// finds its id in the inbox and completes without running the effect again.
+import { DelayedError, Worker, type Job, type WorkerOptions } from "bullmq";
+import { ConsumeError } from "./errors.js";
+import { InboxConsumer, chain, type Handler, type InboxOptions } from "./inbox.js";
+import { Message } from "./message.js";
+import { TRACEPARENT, TRACESTATE, traceparentProblem } from "./trace.js";
+
+/** The job-data field where the relay puts the producer's trace context. */
+export const TRACE_FIELD = "_trace";
+
+/**
+ * The job as a handler sees it: id = job id (the relay sets it to the outbox
+ * event id), topic = queue, name = job name, payload = the job's data as JSON
+ * without the trace field, whose context becomes `traceparent`/`tracestate` headers.
+ */
+export function messageFromJob(queue: string, job: Job): Message {
+  const id = job.id ?? "";
+  const message = new Message(id, queue);
+  message.name = job.name;
+  message.source = `bullmq queue ${queue} job ${id}`;
+  let data: unknown = job.data;
+  const trace = traceOf(data);
+  if (trace && typeof data === "object" && data !== null && !Array.isArray(data)) {
+    // The field is the relay's only when it holds a trace context; a payload's
+    // own `_trace` stays in the payload.
+    const { [TRACE_FIELD]: _dropped, ...rest } = data as Record<string, unknown>;
+    data = rest;
+    message.headers.push([TRACEPARENT, trace.traceparent]);
+    if (trace.tracestate) message.headers.push([TRACESTATE, trace.tracestate]);
+  }
+  message.payload = Buffer.from(JSON.stringify(data ?? null));
+  return message;
+}
+
+function traceOf(data: unknown): { traceparent: string; tracestate?: string } | null {
+  if (typeof data !== "object" || data === null) return null;
+  const t = (data as Record<string, unknown>)[TRACE_FIELD];
+  if (typeof t !== "object" || t === null) return null;
+  const { traceparent, tracestate } = t as Record<string, unknown>;
+  if (typeof traceparent !== "string" || traceparentProblem(traceparent)) return null;
+  return { traceparent, tracestate: typeof tracestate === "string" ? tracestate : undefined };
+}
+
+/** Settings of `inboxWorker`: the inbox's, and the BullMQ worker's. */
+export interface InboxWorkerOptions extends InboxOptions {
+  /** Passed to `new Worker` (`connection` is required; `concurrency` 1 keeps queue order). */
+  worker: WorkerOptions;
+}
+
+/** What a completed job returns. */
+export interface InboxJobResult {
+  inbox: "processed" | "duplicate" | "dead-lettered";
+}
+
+/** A running BullMQ worker on the inbox loop. */
+export class InboxWorker {
+  readonly worker: Worker<unknown, InboxJobResult>;
+  readonly consumer: InboxConsumer;
+  readonly #shutdown = new AbortController();
+  readonly #replays: Promise<void>;
+
+  constructor(queue: string, handler: Handler, options: InboxWorkerOptions) {
+    this.consumer = new InboxConsumer(options);
+    const signal = this.#shutdown.signal;
+    const log = options.logger;
+    this.worker = new Worker<unknown, InboxJobResult>(
+      queue,
+      async (job, token) => {
+        const message = messageFromJob(queue, job);
+        try {
+          const done = await this.consumer.process(message, handler, signal);
+          return { inbox: done === "fresh" ? "processed" : done };
+        } catch (err) {
+          if (err instanceof ConsumeError && err.kind === "cancelled" && token) {
+            // Back to the queue, neither failed nor an attempt used.
+            await job.moveToDelayed(Date.now(), token);
+            throw new DelayedError();
+          }
+          throw err;
+        }
+      },
+      options.worker,
+    );
+    // Without a listener an 'error' event would throw: BullMQ reconnects by itself.
+    this.worker.on("error", (err) => {
+      (log ?? console).warn(`postbox: bullmq worker on queue ${queue}: ${chain(err)}`);
+    });
+    this.#replays = this.consumer.serveReplays(handler, signal);
+  }
+
+  /**
+   * Stop: waits between retries end at once (their jobs go back to the
+   * queue), a transaction in progress finishes, then the worker closes.
+   */
+  async close(): Promise<void> {
+    this.#shutdown.abort();
+    await Promise.all([this.worker.close(), this.#replays]);
+  }
+}
+
+/**
+ * Start a BullMQ worker on `queue` whose jobs go through the inbox before
+ * `handler` sees them. A committed, duplicate or dead-lettered job completes
+ * with `{ inbox: "processed" | "duplicate" | "dead-lettered" }`; a database
+ * outage is waited out inside the job.
+ */
+export function inboxWorker(queue: string, handler: Handler, options: InboxWorkerOptions): InboxWorker {
+  return new InboxWorker(queue, handler, options);
+}

@@ -1,0 +1,27 @@
+// postbox for Node.js: the producer (`enqueue` in your transaction) and the
+// consumer's inbox loop. Broker wrappers: `@postbox-rs/postbox/bullmq`,
+// `@postbox-rs/postbox/kafkajs`.
+export {
+  ConsumeError,
+  InvalidEventError,
+  InvalidIdentifierError,
+  SchemaNotMigratedError,
+  isTransientDatabaseError,
+} from "./errors.js";
+export { DEFAULT_SCHEMA, checkSchemaName } from "./identifiers.js";
+export {
+  DEFAULT_RETRY,
+  InboxConsumer,
+  receive,
+  type Handler,
+  type HandlerFn,
+  type HandlerObject,
+  type InboxOptions,
+  type Logger,
+  type Processed,
+  type Receipt,
+  type RetryPolicy,
+} from "./inbox.js";
+export { Message } from "./message.js";
+export { Outbox, enqueue, enqueueMany, validateEvent, type Enqueued, type Event, type OutboxOptions, type Queryable } from "./outbox.js";
+export { TRACEPARENT, TRACESTATE, traceparentProblem } from "./trace.js";

@@ -1,0 +1,190 @@
+// The producer side: insert events into the outbox inside the caller's
+// transaction, with the same columns and checks as the Rust library.
+import { InvalidEventError, SchemaNotMigratedError, isUndefinedTable } from "./errors.js";
+import { DEFAULT_SCHEMA, checkSchemaName } from "./identifiers.js";
+import { queries, type Queries } from "./sql.js";
+import { TRACEPARENT, traceparentProblem } from "./trace.js";
+
+/**
+ * What `enqueue` runs its statement on: a `pg` `Client` or `PoolClient`
+ * inside your transaction, or an adapter of your query builder's transaction
+ * (see the README for knex, Prisma and TypeORM).
+ */
+export interface Queryable {
+  query(text: string, values: unknown[]): Promise<{ rows: Record<string, unknown>[] }>;
+}
+
+/** An event to enqueue. */
+export interface Event {
+  /** Destination: BullMQ queue, Kafka topic, ... (what the relay's sink calls it). */
+  topic: string;
+  /** Event type, e.g. `message.created` (the BullMQ job name). */
+  event: string;
+  /** Any JSON value (BullMQ needs an object). */
+  payload: unknown;
+  /** Ordering key: events with the same key are delivered in order. */
+  key?: string | null;
+  /** String headers; `traceparent` must be a W3C trace context. */
+  headers?: Record<string, string>;
+  /** Idempotency id (a UUID); made by the database when absent. */
+  eventId?: string | null;
+}
+
+/** Where an enqueued event landed. */
+export interface Enqueued {
+  /** Outbox row id (delivery order), a bigint as a decimal string. */
+  id: string;
+  /** The event's idempotency id. */
+  eventId: string;
+}
+
+/** Options of the free functions. */
+export interface OutboxOptions {
+  /** The schema of the outbox (default `postbox`). */
+  schema?: string;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Throw `InvalidEventError` unless `e` is an event the Rust library would accept. */
+export function validateEvent(e: Event): void {
+  const refuse = (reason: string): never => {
+    throw new InvalidEventError(reason);
+  };
+  if (typeof e !== "object" || e === null) refuse("an event must be an object");
+  if (typeof e.topic !== "string" || e.topic.trim() === "") refuse("topic is empty");
+  if (typeof e.event !== "string" || e.event.trim() === "") {
+    refuse(`event type is empty (topic ${JSON.stringify(e.topic)})`);
+  }
+  if (e.key !== undefined && e.key !== null && typeof e.key !== "string") {
+    refuse(`key must be a string, got ${kind(e.key)}`);
+  }
+  if (e.payload === undefined) refuse("payload is missing (use null for none)");
+  if (e.headers !== undefined) {
+    if (typeof e.headers !== "object" || e.headers === null || Array.isArray(e.headers)) {
+      refuse(`headers must be a JSON object, got ${kind(e.headers)}`);
+    }
+    const tp = e.headers[TRACEPARENT];
+    if (tp !== undefined) {
+      if (typeof tp !== "string") refuse(`header traceparent must be a string, got ${kind(tp)}`);
+      const problem = traceparentProblem(tp);
+      if (problem) {
+        refuse(
+          `traceparent ${JSON.stringify(tp)} is not a W3C trace context (${problem}); expected 00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>`,
+        );
+      }
+    }
+  }
+  if (e.eventId !== undefined && e.eventId !== null && !(typeof e.eventId === "string" && UUID.test(e.eventId))) {
+    refuse(`eventId must be a UUID, got ${JSON.stringify(e.eventId)}`);
+  }
+}
+
+function kind(v: unknown): string {
+  if (v === null) return "null";
+  if (Array.isArray(v)) return "an array";
+  switch (typeof v) {
+    case "boolean":
+      return "a boolean";
+    case "number":
+    case "bigint":
+      return "a number";
+    case "string":
+      return "a string";
+    default:
+      return "an object";
+  }
+}
+
+/** The outbox of one schema; create once and share. */
+export class Outbox {
+  readonly schema: string;
+  readonly #sql: Queries;
+
+  /** The outbox in `schema` (validated here; the tables come from `postbox migrate`). */
+  constructor(schema: string = DEFAULT_SCHEMA) {
+    this.schema = checkSchemaName(schema);
+    this.#sql = queries(this.schema);
+  }
+
+  /**
+   * Insert `event` on `client`, which must be inside your transaction: the
+   * event commits, or rolls back, with your business rows.
+   */
+  async enqueue(client: Queryable, event: Event): Promise<Enqueued> {
+    validateEvent(event);
+    const res = await this.#run(client, this.#sql.outboxInsert, [
+      event.eventId ?? null,
+      event.topic,
+      event.event,
+      event.key ?? null,
+      json(event.payload),
+      json(event.headers ?? {}),
+    ]);
+    return enqueued(res.rows[0]);
+  }
+
+  /** Insert several events in one statement, in the given order. */
+  async enqueueMany(client: Queryable, events: readonly Event[]): Promise<Enqueued[]> {
+    if (events.length === 0) return [];
+    events.forEach(validateEvent);
+    const res = await this.#run(client, this.#sql.outboxInsertMany, [
+      events.map((e) => e.eventId ?? null),
+      events.map((e) => e.topic),
+      events.map((e) => e.event),
+      events.map((e) => e.key ?? null),
+      events.map((e) => json(e.payload)),
+      events.map((e) => json(e.headers ?? {})),
+    ]);
+    return res.rows.map(enqueued).sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : 1));
+  }
+
+  async #run(client: Queryable, text: string, values: unknown[]) {
+    try {
+      return await client.query(text, values);
+    } catch (err) {
+      if (isUndefinedTable(err)) throw new SchemaNotMigratedError(this.schema, { cause: err });
+      throw err;
+    }
+  }
+}
+
+// Passed as JSON text: node-postgres would turn a JS array into a PostgreSQL
+// array literal, not a jsonb array.
+function json(v: unknown): string {
+  try {
+    return JSON.stringify(v === undefined ? null : v);
+  } catch (err) {
+    throw new InvalidEventError(`payload or headers are not JSON: ${(err as Error).message}`);
+  }
+}
+
+function enqueued(row: Record<string, unknown> | undefined): Enqueued {
+  if (!row) throw new Error("the outbox INSERT returned no row");
+  return { id: String(row.id), eventId: String(row.event_id) };
+}
+
+const outboxes = new Map<string, Outbox>();
+function outbox(options?: OutboxOptions): Outbox {
+  const schema = options?.schema ?? DEFAULT_SCHEMA;
+  let o = outboxes.get(schema);
+  if (!o) {
+    o = new Outbox(schema);
+    outboxes.set(schema, o);
+  }
+  return o;
+}
+
+/** `Outbox.enqueue` on the schema of `options` (default `postbox`). */
+export function enqueue(client: Queryable, event: Event, options?: OutboxOptions): Promise<Enqueued> {
+  return outbox(options).enqueue(client, event);
+}
+
+/** `Outbox.enqueueMany` on the schema of `options` (default `postbox`). */
+export function enqueueMany(
+  client: Queryable,
+  events: readonly Event[],
+  options?: OutboxOptions,
+): Promise<Enqueued[]> {
+  return outbox(options).enqueueMany(client, events);
+}

@@ -1,0 +1,37 @@
+// The checks `enqueue` makes before the database, against the vectors the
+// Rust library is tested with too (tests/vectors/), so both refuse the same.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { InvalidEventError, InvalidIdentifierError, checkSchemaName, validateEvent } from "@postbox-rs/postbox";
+
+const vectors = (name) => JSON.parse(readFileSync(new URL(`../../../tests/vectors/${name}`, import.meta.url), "utf8"));
+
+test("events: the shared vectors are accepted or refused as the Rust library does", () => {
+  for (const v of vectors("events.json")) {
+    const e = { topic: v.topic, event: v.event, payload: v.payload ?? {}, key: v.key, headers: v.headers };
+    if (v.refused) {
+      assert.throws(() => validateEvent(e), (err) => err instanceof InvalidEventError && err.message.includes(v.refused), v.name);
+    } else {
+      assert.doesNotThrow(() => validateEvent(e), v.name);
+    }
+  }
+});
+
+test("schema names: the shared vectors", () => {
+  for (const v of vectors("schema_names.json")) {
+    if (v.refused) {
+      assert.throws(() => checkSchemaName(v.name), (err) => err instanceof InvalidIdentifierError && err.message.includes(v.refused), v.name);
+    } else {
+      assert.equal(checkSchemaName(v.name), v.name);
+    }
+  }
+});
+
+test("what only the Node API can be given is refused too", () => {
+  const base = { topic: "t", event: "e", payload: {} };
+  assert.throws(() => validateEvent({ ...base, key: 7 }), /key must be a string, got a number/);
+  assert.throws(() => validateEvent({ ...base, payload: undefined }), /payload is missing/);
+  assert.throws(() => validateEvent({ ...base, eventId: "nope" }), /eventId must be a UUID/);
+  assert.doesNotThrow(() => validateEvent({ ...base, eventId: "0190d6a4-7a5e-7c1e-9d1e-1a2b3c4d5e6f" }));
+});
