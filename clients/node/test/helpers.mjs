@@ -7,6 +7,7 @@ import pg from "pg";
 export const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres:postgres@127.0.0.1:5432/postbox_test";
 export const REDIS_URL = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
 export const RABBITMQ_URL = process.env.RABBITMQ_URL ?? "amqp://guest:guest@127.0.0.1:5672/%2f";
+export const NATS_URL = process.env.NATS_URL ?? "nats://127.0.0.1:4222";
 export const POSTBOX_BIN = process.env.POSTBOX_BIN ?? new URL("../../../target/debug/postbox", import.meta.url).pathname;
 
 export function redisConnection() {

@@ -1,0 +1,83 @@
+// A JetStream durable pull consumer (@nats-io/jetstream) on the inbox loop:
+// each message's effect commits with its inbox record before it is acked. A
+// consumer that dies in between leaves it unacked: JetStream redelivers it
+// after `ack_wait`, and the inbox skips its effect. Messages are handled one
+// at a time in stream order, a failing one retried in place: one instance
+// per durable consumer keeps per-key order.
+import { AckPolicy, type Consumer, type ConsumerConfig, type ConsumerMessages, type JsMsg } from "@nats-io/jetstream";
+import { InboxConsumer, type Handler, type InboxOptions } from "./inbox.js";
+import { Message } from "./message.js";
+
+/** The header with the event type. */
+export const HEADER_EVENT = "postbox-event";
+/** The header with the event's ordering key. */
+export const HEADER_KEY = "postbox-key";
+
+/**
+ * The settings of a durable pull consumer the inbox needs: explicit acks,
+ * redelivery after 60 s, never given up on (`max_deliver` unlimited: the
+ * inbox's retry policy and dead letters decide). For `jsm.consumers.add`.
+ */
+export function consumerConfig(durable: string): Partial<ConsumerConfig> {
+  return { durable_name: durable, ack_policy: AckPolicy.Explicit, ack_wait: 60_000_000_000, max_deliver: -1 };
+}
+
+/**
+ * The message as a handler sees it: id = `Nats-Msg-Id` (the outbox event id;
+ * else `stream/sequence`), topic = subject, name and key = the
+ * `postbox-event` and `postbox-key` headers, every header (first value).
+ */
+export function messageFromJetStream(m: JsMsg): Message {
+  const headers: [string, string][] = [];
+  for (const name of m.headers?.keys() ?? []) headers.push([name, m.headers!.get(name)]);
+  const id = headers.find(([n]) => n === "Nats-Msg-Id")?.[1] || `${m.info.stream}/${m.info.streamSequence}`;
+  const message = new Message(id, m.subject);
+  message.headers = headers;
+  message.payload = Buffer.from(m.data);
+  message.name = message.header(HEADER_EVENT) ?? null;
+  message.key = message.header(HEADER_KEY) ?? null;
+  message.source = `nats stream ${m.info.stream} seq ${m.info.streamSequence} (delivery ${m.info.deliveryCount})`;
+  return message;
+}
+
+/** A running JetStream consumer on the inbox loop; `done` settles when it stops. */
+export class NatsInboxConsumer {
+  readonly consumer: InboxConsumer;
+  /** Resolves after `close()`; rejects when the message stream fails. */
+  readonly done: Promise<void>;
+  readonly #shutdown = new AbortController();
+  #messages: ConsumerMessages | undefined;
+  #replays: Promise<void> = Promise.resolve();
+
+  constructor(consumer: Consumer, handler: Handler, options: InboxOptions) {
+    this.consumer = new InboxConsumer(options);
+    this.#replays = this.consumer.serveReplays(handler, this.#shutdown.signal);
+    this.done = this.#run(consumer, handler);
+    // Awaiting `done` is how a caller learns of a failure; not awaiting it
+    // must not crash the process with an unhandled rejection.
+    this.done.catch(() => {});
+  }
+
+  async #run(consumer: Consumer, handler: Handler): Promise<void> {
+    this.#messages = await consumer.consume();
+    for await (const m of this.#messages) {
+      const done = await this.consumer.processInPlace(messageFromJetStream(m), handler, this.#shutdown.signal);
+      // Not settled at shutdown: left unacked, JetStream redelivers it.
+      if (done === null) return;
+      // Only now: the effect is committed, so a redelivery would be skipped.
+      m.ack();
+    }
+  }
+
+  /** Stop after the message in hand; one in a retry wait stays unacked. */
+  async close(): Promise<void> {
+    this.#shutdown.abort();
+    await this.#messages?.close();
+    await Promise.allSettled([this.done, this.#replays]);
+  }
+}
+
+/** Consume with the durable pull `consumer` (from `jetstream(nc).consumers.get(stream, durable)`) through the inbox. */
+export function natsInboxConsumer(consumer: Consumer, handler: Handler, options: InboxOptions): NatsInboxConsumer {
+  return new NatsInboxConsumer(consumer, handler, options);
+}
