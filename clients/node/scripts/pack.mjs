@@ -5,7 +5,7 @@ import { execFileSync } from "node:child_process";
 const [pack] = JSON.parse(execFileSync("npm", ["pack", "--dry-run", "--json"], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }));
 const files = new Set(pack.files.map((f) => f.path));
 const want = ["README.md", "LICENSE-MIT", "LICENSE-APACHE", "package.json", "dist/cjs/package.json"];
-for (const entry of ["index", "bullmq", "kafkajs", "amqplib", "redis-streams", "webhooks", "nats"]) {
+for (const entry of ["index", "bullmq", "kafkajs", "amqplib", "redis-streams", "webhooks", "nats", "sqs"]) {
   for (const format of ["esm", "cjs"]) want.push(`dist/${format}/${entry}.js`, `dist/${format}/${entry}.d.ts`);
 }
 const missing = want.filter((f) => !files.has(f));

@@ -6,7 +6,7 @@ import { createRequire } from "node:module";
 const require = createRequire(import.meta.url);
 
 test("every entry loads as ESM and as CommonJS with the same exports", async () => {
-  for (const entry of ["", "/bullmq", "/kafkajs", "/amqplib", "/redis-streams", "/webhooks", "/nats"]) {
+  for (const entry of ["", "/bullmq", "/kafkajs", "/amqplib", "/redis-streams", "/webhooks", "/nats", "/sqs"]) {
     const esm = await import(`@postbox-rs/postbox${entry}`);
     const cjs = require(`@postbox-rs/postbox${entry}`);
     assert.deepEqual(Object.keys(cjs).sort(), Object.keys(esm).filter((k) => k !== "default").sort(), entry || "main");
