@@ -2,7 +2,9 @@
 // binary the test command set up (DATABASE_URL, REDIS_URL, POSTBOX_BIN).
 import { execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import assert from "node:assert/strict";
 import pg from "pg";
+import { Outbox } from "@postbox-rs/postbox";
 
 export const DATABASE_URL = process.env.DATABASE_URL ?? "postgres://postgres:postgres@127.0.0.1:5432/postbox_test";
 export const REDIS_URL = process.env.REDIS_URL ?? "redis://127.0.0.1:6379";
@@ -72,4 +74,80 @@ export async function killRelay(child, signal = "SIGKILL") {
 export async function unsent(pool, schema) {
   const { rows } = await pool.query(`SELECT count(*)::int AS n FROM ${schema}.outbox WHERE sent_at IS NULL`);
   return rows[0].n;
+}
+
+// --- The relay-kill experiment every broker's consumer test runs -------------
+
+/** `<schema>.effects` with no unique constraint: an effect applied twice would show. */
+export async function effectsTable(pool, schema) {
+  await pool.query(`CREATE TABLE ${schema}.effects (event_id text, key text, n int, at bigserial)`);
+}
+
+/**
+ * The handler the broker tests give their consumer: records each effect,
+ * checks the event type, counts the deliveries the inbox skipped.
+ */
+export function recorder(pool, schema) {
+  const r = {
+    duplicates: 0,
+    handler: {
+      async handle(tx, m) {
+        if (m.name !== null && m.name !== "order.step") throw new Error(`unexpected event type ${m.name}`);
+        const { key, n } = m.json();
+        await tx.query(`INSERT INTO ${schema}.effects (event_id, key, n) VALUES ($1, $2, $3)`, [m.id, key, n]);
+      },
+      onDuplicate: () => void (r.duplicates += 1),
+    },
+    count: async () => (await pool.query(`SELECT count(*)::int AS n FROM ${schema}.effects`)).rows[0].n,
+  };
+  return r;
+}
+
+/** Enqueue events `from`..`from+count` in one transaction: key `k<n % keys>`, payload `{key, n}`. */
+export async function produce(pool, schema, topic, from, count, keys = 4) {
+  const outbox = new Outbox(schema);
+  const client = await pool.connect();
+  try {
+    await client.query("BEGIN");
+    const events = Array.from({ length: count }, (_, j) => {
+      const n = from + j;
+      return { topic, event: "order.step", key: `k${n % keys}`, payload: { key: `k${n % keys}`, n } };
+    });
+    await outbox.enqueueMany(client, events);
+    await client.query("COMMIT");
+  } finally {
+    client.release();
+  }
+}
+
+/**
+ * `first` events relayed by a relay started with `sink`, SIGKILLed once a
+ * tenth of them were applied, `second` more enqueued, a new relay started:
+ * waits for every effect and an empty outbox, then checks each effect once
+ * and each key in order. Returns the effects' rows.
+ */
+export async function acrossARelayKill({ pool, schema, topic, sink, count, first = 200, second = 100, keys = 4 }) {
+  await produce(pool, schema, topic, 0, first, keys);
+  let relay = startRelay(schema, sink);
+  await waitUntil("the first effects", async () => (await count()) >= first / 10, 30_000).catch((e) => {
+    throw new Error(`${e.message}; relay log:\n${relay.log}`);
+  });
+  await killRelay(relay, "SIGKILL");
+  await produce(pool, schema, topic, first, second, keys);
+  relay = startRelay(schema, sink);
+  const total = first + second;
+  try {
+    await waitUntil(`all ${total} effects`, async () => (await count()) === total, 60_000);
+    await waitUntil("the outbox drained", async () => (await unsent(pool, schema)) === 0);
+  } finally {
+    await killRelay(relay, "SIGTERM");
+  }
+  const { rows } = await pool.query(`SELECT event_id, key, n FROM ${schema}.effects ORDER BY at`);
+  const last = new Map();
+  for (const { key, n } of rows) {
+    assert.ok((last.get(key) ?? -1) < n, `key ${key}: ${n} applied after ${last.get(key)}`);
+    last.set(key, n);
+  }
+  assert.equal(new Set(rows.map((r) => r.event_id)).size, total, "one effect per event");
+  return rows;
 }

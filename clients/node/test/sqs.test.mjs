@@ -3,15 +3,12 @@
 // moto_server) with the real PostgreSQL and relay binary: every effect once,
 // in per-key order, every message deleted after its effect.
 import { after, before, test } from "node:test";
-import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { createServer } from "node:net";
 import { CreateQueueCommand, GetQueueAttributesCommand, SQSClient } from "@aws-sdk/client-sqs";
-import { Outbox } from "@postbox-rs/postbox";
 import { sqsInboxConsumer } from "@postbox-rs/postbox/sqs";
-import { dropSchema, killRelay, migratedSchema, newPool, startRelay, unsent, waitUntil } from "./helpers.mjs";
+import { acrossARelayKill, dropSchema, effectsTable, migratedSchema, newPool, recorder, waitUntil } from "./helpers.mjs";
 
-const KEYS = 4;
 const MOTO = new URL("../../../tests/python/.venv/bin/moto_server", import.meta.url).pathname;
 const AWS = { AWS_ACCESS_KEY_ID: "test", AWS_SECRET_ACCESS_KEY: "test", AWS_REGION: "us-east-1" };
 let pool, schema, moto, endpoint, sqs, queueUrl;
@@ -38,7 +35,7 @@ before(async () => {
       return undefined;
     }
   });
-  await pool.query(`CREATE TABLE ${schema}.effects (event_id text, key text, n int, at bigserial)`);
+  await effectsTable(pool, schema);
 });
 after(async () => {
   moto.kill();
@@ -47,60 +44,16 @@ after(async () => {
   await pool.end();
 });
 
-async function produce(outbox, from, count) {
-  const client = await pool.connect();
-  try {
-    await client.query("BEGIN");
-    await outbox.enqueueMany(
-      client,
-      Array.from({ length: count }, (_, j) => ({ topic: schema, event: "order.step", key: `k${(from + j) % KEYS}`, payload: { n: from + j } })),
-    );
-    await client.query("COMMIT");
-  } finally {
-    client.release();
-  }
-}
-
-const count = async () => (await pool.query(`SELECT count(*)::int AS n FROM ${schema}.effects`)).rows[0].n;
-
 test("FIFO messages cross a relay kill once each, in per-key order, deleted after the effect", async () => {
-  const outbox = new Outbox(schema);
-  const consumer = sqsInboxConsumer(
-    sqs,
-    queueUrl,
-    async (tx, m) => {
-      assert.equal(m.name, "order.step");
-      await tx.query(`INSERT INTO ${schema}.effects (event_id, key, n) VALUES ($1, $2, $3)`, [m.id, m.key, m.json().n]);
-    },
-    { pool, schema, consumer: "node-sqs", waitSeconds: 1 },
-  );
+  const r = recorder(pool, schema);
+  const consumer = sqsInboxConsumer(sqs, queueUrl, r.handler, { pool, schema, consumer: "node-sqs", waitSeconds: 1 });
   consumer.done.catch((e) => console.log("consumer stopped:", e));
   // moto answers a batch in tens of milliseconds: small batches, a long publish timeout.
   const sink = ["--sink", "sqs", "--sqs-queue-url", `${endpoint}/123456789012/{topic}.fifo`, "--sqs-region", "us-east-1",
     "--sqs-endpoint-url", endpoint, "--batch-size", "20", "--publish-timeout", "20s"];
   Object.assign(process.env, AWS); // the relay's credentials for moto
   try {
-    await produce(outbox, 0, 80);
-    let relay = startRelay(schema, sink);
-    await waitUntil("the first effects", async () => (await count()) >= 10, 30_000).catch((e) => {
-      throw new Error(`${e.message}; relay log:\n${relay.log}`);
-    });
-    await killRelay(relay, "SIGKILL");
-    await produce(outbox, 80, 40);
-    relay = startRelay(schema, sink);
-    try {
-      await waitUntil("all 120 effects", async () => (await count()) === 120, 60_000);
-      await waitUntil("the outbox drained", async () => (await unsent(pool, schema)) === 0);
-    } finally {
-      await killRelay(relay, "SIGTERM");
-    }
-    const { rows } = await pool.query(`SELECT event_id, key, n FROM ${schema}.effects ORDER BY at`);
-    const last = new Map();
-    for (const { key, n } of rows) {
-      assert.ok((last.get(key) ?? -1) < n, `key ${key}: ${n} after ${last.get(key)}`);
-      last.set(key, n);
-    }
-    assert.equal(new Set(rows.map((r) => r.event_id)).size, 120);
+    await acrossARelayKill({ pool, schema, topic: schema, sink, count: r.count, first: 80, second: 40 });
     await waitUntil("every message deleted", async () => {
       const { Attributes: a } = await sqs.send(
         new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"] }),
