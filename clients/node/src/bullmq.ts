@@ -5,7 +5,8 @@
 // finds its id in the inbox and completes without running the effect again.
 import { DelayedError, Worker, type Job, type WorkerOptions } from "bullmq";
 import { ConsumeError } from "./errors.js";
-import { InboxConsumer, chain, type Handler, type InboxOptions } from "./inbox.js";
+import { InboxConsumer, type Handler, type InboxOptions } from "./inbox.js";
+import { chain } from "./retry.js";
 import { Message } from "./message.js";
 import { TRACEPARENT, TRACESTATE, traceparentProblem } from "./trace.js";
 

@@ -8,6 +8,7 @@ import type { Pool, PoolClient } from "pg";
 import { ConsumeError, SchemaNotMigratedError, isTransientDatabaseError, isUndefinedTable } from "./errors.js";
 import { DEFAULT_SCHEMA, checkSchemaName } from "./identifiers.js";
 import { Message } from "./message.js";
+import { DEFAULT_RETRY, chain, defaultLogger, delay, sleep, type Logger, type RetryPolicy } from "./retry.js";
 import { queries, type Queries } from "./sql.js";
 
 /** Whether a message is new to a consumer. */
@@ -31,32 +32,6 @@ export interface HandlerObject {
 
 /** A function, or an object with hooks. */
 export type Handler = HandlerFn | HandlerObject;
-
-/** How often a failing handler runs, and the waits in between, before the message becomes a dead letter. */
-export interface RetryPolicy {
-  /** Handler runs before the message is dead-lettered (at least 1). */
-  attempts: number;
-  /** Wait before the second run, in ms; doubled for each further one. */
-  backoffMs: number;
-  /** The longest wait between two runs, in ms. */
-  backoffMaxMs: number;
-}
-
-/** 5 runs, waiting about 1 s, 2 s, 4 s, 8 s in between. */
-export const DEFAULT_RETRY: RetryPolicy = { attempts: 5, backoffMs: 1000, backoffMaxMs: 60_000 };
-
-/** Where log lines go (`console` by default, without `info`). */
-export interface Logger {
-  info(message: string, fields?: Record<string, unknown>): void;
-  warn(message: string, fields?: Record<string, unknown>): void;
-  error(message: string, fields?: Record<string, unknown>): void;
-}
-
-const defaultLogger: Logger = {
-  info: () => {},
-  warn: (m, f) => console.warn(`postbox: ${m}`, f ?? ""),
-  error: (m, f) => console.error(`postbox: ${m}`, f ?? ""),
-};
 
 /** Settings of an inbox consumer. */
 export interface InboxOptions {
@@ -385,38 +360,6 @@ async function rollback(client: PoolClient): Promise<void> {
 
 function cancelled(): ConsumeError {
   return new ConsumeError("cancelled", "shutting down before the message's effect was committed");
-}
-
-/** The wait after the `failures`-th failed run: doubling, capped, from its upper half (jitter). */
-export function delay(policy: RetryPolicy, failures: number): number {
-  const full = Math.min(policy.backoffMs * 2 ** Math.min(failures - 1, 20), policy.backoffMaxMs);
-  return full / 2 + (full / 2) * Math.random();
-}
-
-/** An error's message and its causes, joined by ": ". */
-export function chain(err: unknown): string {
-  const parts: string[] = [];
-  let e: unknown = err;
-  for (let i = 0; e !== undefined && e !== null && i < 8; i++) {
-    parts.push(e instanceof Error ? e.message : String(e));
-    e = e instanceof Error ? e.cause : undefined;
-  }
-  return parts.filter((p, i) => p !== parts[i - 1]).join(": ");
-}
-
-/** Wait `ms`; `false` if `signal` aborted first. */
-export function sleep(ms: number, signal?: AbortSignal): Promise<boolean> {
-  if (signal?.aborted) return Promise.resolve(false);
-  return new Promise((resolve) => {
-    const done = (ok: boolean) => {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", onAbort);
-      resolve(ok);
-    };
-    const onAbort = () => done(false);
-    const timer = setTimeout(() => done(true), ms);
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
 }
 
 /** `InboxConsumer.receive` without a consumer object: record `messageId` for `consumer` on `tx`. */

@@ -10,18 +10,16 @@ export {
 } from "./errors.js";
 export { DEFAULT_SCHEMA, checkSchemaName } from "./identifiers.js";
 export {
-  DEFAULT_RETRY,
   InboxConsumer,
   receive,
   type Handler,
   type HandlerFn,
   type HandlerObject,
   type InboxOptions,
-  type Logger,
   type Processed,
   type Receipt,
-  type RetryPolicy,
 } from "./inbox.js";
+export { DEFAULT_RETRY, type Logger, type RetryPolicy } from "./retry.js";
 export { Message } from "./message.js";
 export { Outbox, enqueue, enqueueMany, validateEvent, type Enqueued, type Event, type OutboxOptions, type Queryable } from "./outbox.js";
 export { TRACEPARENT, TRACESTATE, traceparentProblem } from "./trace.js";

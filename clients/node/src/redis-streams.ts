@@ -5,7 +5,8 @@
 // over (XAUTOCLAIM). Entries are handled one at a time in stream order, a
 // failing one retried in place: one consumer per group keeps per-key order.
 import type { Redis } from "ioredis";
-import { InboxConsumer, chain, type Handler, type InboxOptions } from "./inbox.js";
+import { InboxConsumer, type Handler, type InboxOptions } from "./inbox.js";
+import { chain } from "./retry.js";
 import { Message } from "./message.js";
 
 /** Settings of `redisStreamsInboxConsumer`: the inbox's, and the group's. */

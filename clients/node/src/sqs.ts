@@ -10,7 +10,8 @@ import {
   type Message as SqsMessage,
   type SQSClient,
 } from "@aws-sdk/client-sqs";
-import { InboxConsumer, chain, type Handler, type InboxOptions } from "./inbox.js";
+import { InboxConsumer, type Handler, type InboxOptions } from "./inbox.js";
+import { chain } from "./retry.js";
 import { Message } from "./message.js";
 
 /** Message attribute with the outbox event id (the inbox's message id). */

@@ -5,7 +5,8 @@
 // the request's headers and raw body, answer with the status it returns.
 import { Webhook } from "standardwebhooks";
 import { ConsumeError } from "./errors.js";
-import { InboxConsumer, chain, type Handler, type InboxOptions, type Processed } from "./inbox.js";
+import { InboxConsumer, type Handler, type InboxOptions, type Processed } from "./inbox.js";
+import { chain } from "./retry.js";
 import { Message } from "./message.js";
 
 /** Request headers as node:http gives them (lower-case names). */

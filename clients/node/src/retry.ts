@@ -1,0 +1,61 @@
+// The waits of the inbox loop: the handler's retry policy with jittered
+// backoff, waits that shutdown cuts short, and where log lines go.
+
+/** How often a failing handler runs, and the waits in between, before the message becomes a dead letter. */
+export interface RetryPolicy {
+  /** Handler runs before the message is dead-lettered (at least 1). */
+  attempts: number;
+  /** Wait before the second run, in ms; doubled for each further one. */
+  backoffMs: number;
+  /** The longest wait between two runs, in ms. */
+  backoffMaxMs: number;
+}
+
+/** 5 runs, waiting about 1 s, 2 s, 4 s, 8 s in between. */
+export const DEFAULT_RETRY: RetryPolicy = { attempts: 5, backoffMs: 1000, backoffMaxMs: 60_000 };
+
+/** Where log lines go (`console` by default, without `info`). */
+export interface Logger {
+  info(message: string, fields?: Record<string, unknown>): void;
+  warn(message: string, fields?: Record<string, unknown>): void;
+  error(message: string, fields?: Record<string, unknown>): void;
+}
+
+/** Warnings and errors to the console; `info` dropped. */
+export const defaultLogger: Logger = {
+  info: () => {},
+  warn: (m, f) => console.warn(`postbox: ${m}`, f ?? ""),
+  error: (m, f) => console.error(`postbox: ${m}`, f ?? ""),
+};
+
+/** The wait after the `failures`-th failed run: doubling, capped, from its upper half (jitter). */
+export function delay(policy: RetryPolicy, failures: number): number {
+  const full = Math.min(policy.backoffMs * 2 ** Math.min(failures - 1, 20), policy.backoffMaxMs);
+  return full / 2 + (full / 2) * Math.random();
+}
+
+/** An error's message and its causes, joined by ": ". */
+export function chain(err: unknown): string {
+  const parts: string[] = [];
+  let e: unknown = err;
+  for (let i = 0; e !== undefined && e !== null && i < 8; i++) {
+    parts.push(e instanceof Error ? e.message : String(e));
+    e = e instanceof Error ? e.cause : undefined;
+  }
+  return parts.filter((p, i) => p !== parts[i - 1]).join(": ");
+}
+
+/** Wait `ms`; `false` if `signal` aborted first. */
+export function sleep(ms: number, signal?: AbortSignal): Promise<boolean> {
+  if (signal?.aborted) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const done = (ok: boolean) => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
+      resolve(ok);
+    };
+    const onAbort = () => done(false);
+    const timer = setTimeout(() => done(true), ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
