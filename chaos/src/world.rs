@@ -181,14 +181,7 @@ impl World {
             .into_iter()
             .chain(service_broker_args.iter().cloned())
             .collect();
-            let (program, args) = if o.node.is_some_and(|n| n.name() == service) {
-                chat::node::command(args)
-            } else {
-                (
-                    chat_bin.clone(),
-                    ["serve".to_owned()].into_iter().chain(args).collect(),
-                )
-            };
+            let (program, args) = chat::node::service_command(o.node, service, &chat_bin, args);
             let svc = Proc::new(service, program, args, history.clone());
             let relays = (0..if o.v2 { relays } else { 0 })
                 .map(|i| {

@@ -107,14 +107,7 @@ pub async fn run(a: Args) -> Result<(), Error> {
         .into_iter()
         .chain(a.broker.serve_args())
         .collect();
-        let (program, args) = if a.node.is_some_and(|n| n.name() == service) {
-            crate::node::command(serve_args)
-        } else {
-            (
-                exe.clone(),
-                ["serve".to_owned()].into_iter().chain(serve_args).collect(),
-            )
-        };
+        let (program, args) = crate::node::service_command(a.node, service, &exe, serve_args);
         procs.push(spawn(name, &program, &args, started)?);
         let relay_name: &'static str = if service == "consumers" {
             "relay(consumers)"

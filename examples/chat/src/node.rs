@@ -52,3 +52,20 @@ pub fn command(serve_args: Vec<String>) -> (PathBuf, Vec<String>) {
     args.extend(serve_args);
     (PathBuf::from("node"), args)
 }
+
+/// How to run `service` with `serve_args` (the flags of `chat serve`): in
+/// Node when it is the one `node` names, else as `chat_bin serve`.
+pub fn service_command(
+    node: Option<Service>,
+    service: &str,
+    chat_bin: &std::path::Path,
+    serve_args: Vec<String>,
+) -> (PathBuf, Vec<String>) {
+    if node.is_some_and(|n| n.name() == service) {
+        command(serve_args)
+    } else {
+        let mut args = vec!["serve".to_owned()];
+        args.extend(serve_args);
+        (chat_bin.to_owned(), args)
+    }
+}

@@ -41,6 +41,16 @@ fn node_cmd(args: &[&str]) -> tokio::process::Command {
     cmd
 }
 
+/// Ask a Node peer to close gracefully.
+fn sigterm(child: &tokio::process::Child) {
+    let pid = child.id().expect("still running").to_string();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -TERM {pid}");
+}
+
 /// `node test/interop/produce.mjs`: `count` events from `from`, ten per transaction.
 async fn node_produce(ctx: &Ctx, from: usize, count: usize) {
     let out = node_cmd(&[
@@ -224,11 +234,7 @@ async fn rust_produced_events_reach_the_node_inbox_worker_once_in_key_order_acro
     })
     .await;
     // A graceful close: SIGTERM, "closed", exit 0.
-    let pid = consumer.id().unwrap().to_string();
-    std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
+    sigterm(&consumer);
     let closed = tokio::time::timeout(WAIT, lines.next_line()).await;
     assert!(
         matches!(&closed, Ok(Ok(Some(l))) if l == "closed"),
@@ -317,11 +323,7 @@ async fn the_kafkajs_inbox_consumer_applies_each_event_once_across_its_own_kill(
         effect_count(&ctx).await >= 300
     })
     .await;
-    let pid = consumer.id().unwrap().to_string();
-    std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
+    sigterm(&consumer);
     let mut closed = false;
     while let Ok(Ok(Some(l))) = tokio::time::timeout(WAIT, lines.next_line()).await {
         closed |= l == "closed";
