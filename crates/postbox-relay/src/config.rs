@@ -96,7 +96,9 @@ pub struct Config {
     #[serde(with = "humantime_serde")]
     #[schemars(with = "crate::HumanDuration")]
     pub busy_poll_for: Duration,
-    /// How often workers count relay members and rebalance partitions.
+    /// How often workers count relay members and rebalance partitions
+    /// unasked. Joins, releases and clean stops are announced and rebalanced
+    /// at once; the tick is for relays that died without a word.
     #[serde(with = "humantime_serde")]
     #[schemars(with = "crate::HumanDuration")]
     pub rebalance_interval: Duration,

@@ -9,7 +9,6 @@ use postbox::Servers;
 use sqlx::Connection;
 use std::collections::HashMap;
 use std::sync::Arc;
-use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -211,8 +210,8 @@ impl Relay {
         let mut tasks = Tasks::default();
         let mut wakers = HashMap::new();
         for schema in &schemas {
-            let (tx, rx) = watch::channel(0u64);
-            wakers.insert(schema.to_string(), tx);
+            let signals = wake::SchemaSignals::new();
+            wakers.insert(schema.to_string(), signals.clone());
             for n in 0..config.workers {
                 let worker = Worker::new(
                     config.clone(),
@@ -224,7 +223,7 @@ impl Relay {
                         instance: instance.clone(),
                         servers: self.servers.clone(),
                     },
-                    rx.clone(),
+                    signals.clone(),
                     shutdown.clone(),
                 );
                 tasks.spawn(format!("worker {schema}#{n}"), worker.run());
@@ -244,7 +243,7 @@ impl Relay {
         } else if !logical.is_empty() {
             let logical_wakers = logical
                 .iter()
-                .filter_map(|s| Some((s.to_string(), wakers.get(s.as_str())?.clone())))
+                .filter_map(|s| Some((s.to_string(), wakers.get(s.as_str())?.wake.clone())))
                 .collect();
             tasks.spawn(
                 "logical".into(),

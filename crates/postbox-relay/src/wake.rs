@@ -1,9 +1,11 @@
-//! LISTEN for the outbox trigger's NOTIFY and wake the workers of that schema.
+//! LISTEN for the outbox trigger's NOTIFY and wake the workers of that schema;
+//! on the same channel, relay workers tell each other to rebalance.
 //!
 //! A wake-up is a counter bump on a `watch` channel, so a worker busy with a
 //! batch when the NOTIFY arrives still sees it when it next waits: no lost
 //! wake-ups. When the listener connection drops, notifications in the gap are
-//! lost, so once LISTEN is back in force every worker is woken to rescan.
+//! lost, so once LISTEN is back in force every worker is woken to rescan and
+//! to rebalance.
 
 use crate::Backoff;
 use sqlx::postgres::PgListener;
@@ -20,10 +22,39 @@ pub(crate) fn bump(tx: &WakeTx) {
     tx.send_modify(|n| *n = n.wrapping_add(1));
 }
 
+/// The NOTIFY payload that asks a schema's relay workers to rebalance is this
+/// prefix and the schema's name. A schema name has no `:`, so it cannot be
+/// mistaken for the trigger's payload (the bare schema name); relays of an
+/// older version ignore it.
+const REBALANCE_PREFIX: &str = "rebalance:";
+
+/// The payload of `relay_rebalance_signal.sql` for `schema`.
+pub(crate) fn rebalance_payload(schema: &str) -> String {
+    format!("{REBALANCE_PREFIX}{schema}")
+}
+
+/// What the listener raises for one schema.
+#[derive(Clone)]
+pub(crate) struct SchemaSignals {
+    /// New rows may be waiting: claim.
+    pub wake: WakeTx,
+    /// A worker joined, released partitions or left: count members again.
+    pub rebalance: WakeTx,
+}
+
+impl SchemaSignals {
+    pub(crate) fn new() -> Self {
+        SchemaSignals {
+            wake: watch::channel(0).0,
+            rebalance: watch::channel(0).0,
+        }
+    }
+}
+
 pub(crate) async fn listen(
     servers: Arc<postbox::Servers>,
     app_name: String,
-    wakers: HashMap<String, WakeTx>,
+    wakers: HashMap<String, SchemaSignals>,
     shutdown: CancellationToken,
 ) {
     let backoff = Backoff {
@@ -56,8 +87,12 @@ pub(crate) async fn listen(
         };
         failures = 0;
         tracing::debug!("relay listening on {}", postbox::NOTIFY_CHANNEL);
-        // Rows committed before LISTEN took effect must not wait for the poll.
-        wakers.values().for_each(bump);
+        // Rows committed, or members changed, before LISTEN took effect must
+        // not wait for the poll or the rebalance tick.
+        for s in wakers.values() {
+            bump(&s.wake);
+            bump(&s.rebalance);
+        }
         loop {
             let next = tokio::select! {
                 _ = shutdown.cancelled() => return,
@@ -65,8 +100,13 @@ pub(crate) async fn listen(
             };
             match next {
                 Ok(Some(n)) => {
-                    if let Some(tx) = wakers.get(n.payload()) {
-                        bump(tx);
+                    let payload = n.payload();
+                    if let Some(s) = payload.strip_prefix(REBALANCE_PREFIX) {
+                        if let Some(s) = wakers.get(s) {
+                            bump(&s.rebalance);
+                        }
+                    } else if let Some(s) = wakers.get(payload) {
+                        bump(&s.wake);
                     }
                 }
                 Ok(None) => {

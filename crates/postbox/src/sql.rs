@@ -63,6 +63,8 @@ queries!(
     partition_release,
     relay_member_join,
     relay_member_count,
+    relay_member_leave,
+    relay_rebalance_signal,
     relay_session_limits,
     inbox_receive,
     inbox_dead_letter_record,

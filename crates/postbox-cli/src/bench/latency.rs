@@ -129,24 +129,65 @@ pub async fn run(ctx: &Ctx) -> Result<LatencySection, CliError> {
             });
         }
     }
-    let section = LatencySection { rows };
+    let section = LatencySection {
+        title: "End-to-end latency, producer commit → consumer inbox commit".into(),
+        ratio_to: "direct add".into(),
+        rows,
+    };
     section.print();
     Ok(section)
 }
 
 /// (sent, received, p50, p95, p99, max) of one run, in ms.
-type Measure = (u64, u64, f64, f64, f64, f64);
+pub(super) type Measure = (u64, u64, f64, f64, f64, f64);
 
 /// When each message was committed by the producer and by the consumer.
-struct Timeline {
-    sent: Mutex<Vec<Option<Instant>>>,
+pub(super) struct Timeline {
+    pub(super) sent: Mutex<Vec<Option<Instant>>>,
     done: Mutex<Vec<Option<Instant>>>,
-    received: AtomicU64,
+    pub(super) received: AtomicU64,
 }
 
 impl Timeline {
+    /// Room for messages `0..n`.
+    pub(super) fn new(n: usize) -> Self {
+        Timeline {
+            sent: Mutex::new(vec![None; n]),
+            done: Mutex::new(vec![None; n]),
+            received: AtomicU64::new(0),
+        }
+    }
+
+    /// Every message sent, how many arrived, and the percentiles of those that did.
+    pub(super) fn measure(&self) -> Measure {
+        let sent = self.sent.lock().unwrap();
+        let done = self.done.lock().unwrap();
+        let mut ms: Vec<f64> = sent
+            .iter()
+            .zip(done.iter())
+            .filter_map(|(s, d)| Some(d.as_ref()?.saturating_duration_since(*s.as_ref()?)))
+            .map(|d| d.as_secs_f64() * 1000.0)
+            .collect();
+        ms.sort_by(f64::total_cmp);
+        let pct = |q: f64| {
+            if ms.is_empty() {
+                f64::NAN
+            } else {
+                ms[((q / 100.0 * ms.len() as f64).ceil() as usize).clamp(1, ms.len()) - 1]
+            }
+        };
+        (
+            sent.len() as u64,
+            ms.len() as u64,
+            pct(50.0),
+            pct(95.0),
+            pct(99.0),
+            ms.last().copied().unwrap_or(f64::NAN),
+        )
+    }
+
     /// The consumer's inbox transaction for this job has just committed.
-    fn record(&self, msg: &postbox::Message) {
+    pub(super) fn record(&self, msg: &postbox::Message) {
         let now = Instant::now();
         let seq = msg
             .json::<serde_json::Value>()
@@ -173,11 +214,7 @@ async fn measure(ctx: &Ctx, v: Variant, rate: u64, what: &str) -> Result<Measure
         )
         .await?;
     let queue = ctx.queue_name(&format!("latency-{what}"));
-    let timeline = Arc::new(Timeline {
-        sent: Mutex::new(vec![None; n]),
-        done: Mutex::new(vec![None; n]),
-        received: AtomicU64::new(0),
-    });
+    let timeline = Arc::new(Timeline::new(n));
     let producers = pool(ctx, PRODUCER_CONNECTIONS).await?;
     let consumers = pool(ctx, CONSUMER_CONCURRENCY as u32 + 2).await?;
     let tl = timeline.clone();
@@ -278,34 +315,11 @@ async fn measure(ctx: &Ctx, v: Variant, rate: u64, what: &str) -> Result<Measure
     drop_publication(ctx, &schema).await?;
     ctx.drop_schema(&schema).await?;
 
-    let sent = timeline.sent.lock().unwrap();
-    let done = timeline.done.lock().unwrap();
-    let mut ms: Vec<f64> = sent
-        .iter()
-        .zip(done.iter())
-        .filter_map(|(s, d)| Some(d.as_ref()?.saturating_duration_since(*s.as_ref()?)))
-        .map(|d| d.as_secs_f64() * 1000.0)
-        .collect();
-    ms.sort_by(f64::total_cmp);
-    let pct = |q: f64| {
-        if ms.is_empty() {
-            f64::NAN
-        } else {
-            ms[((q / 100.0 * ms.len() as f64).ceil() as usize).clamp(1, ms.len()) - 1]
-        }
-    };
-    Ok((
-        n as u64,
-        ms.len() as u64,
-        pct(50.0),
-        pct(95.0),
-        pct(99.0),
-        ms.last().copied().unwrap_or(f64::NAN),
-    ))
+    Ok(timeline.measure())
 }
 
 /// A pool of `n` connections, all opened before the measurement starts.
-async fn pool(ctx: &Ctx, n: u32) -> Result<PgPool, CliError> {
+pub(super) async fn pool(ctx: &Ctx, n: u32) -> Result<PgPool, CliError> {
     let pool = PgPoolOptions::new()
         .max_connections(n)
         .connect(&ctx.p.database_url)

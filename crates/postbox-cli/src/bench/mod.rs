@@ -13,6 +13,7 @@ mod health;
 mod latency;
 mod producer;
 mod report;
+mod restart;
 
 use crate::CliError;
 use postbox::migrate::WakeUp;
@@ -38,6 +39,8 @@ pub enum Which {
     Consumer,
     /// Outbox size and dead tuples under sustained load with retention on.
     Health,
+    /// Producer commit → consumer inbox commit at `--rate` while two relays are restarted in turn, against the same relays left alone.
+    Restart,
     /// Every benchmark, health included.
     All,
 }
@@ -91,7 +94,7 @@ pub struct Args {
     /// Latency: producer rates in messages/s [default: 100,1000].
     #[arg(long, value_delimiter = ',')]
     rates: Option<Vec<u64>>,
-    /// Latency: how long each rate is held [default: 30s; --quick: 1s].
+    /// Latency and restart: how long each rate is held [default: 30s; --quick: 1s].
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
     /// Latency: relay poll intervals measured with `notify = off` [default: 1s,50ms].
@@ -115,7 +118,7 @@ pub struct Args {
     /// Health: report interval [default: 1m; --quick: 1s].
     #[arg(long, value_parser = parse_duration)]
     health_every: Option<Duration>,
-    /// Health: events per second.
+    /// Health and restart: events per second.
     #[arg(long, default_value_t = 1000)]
     rate: u64,
     /// The table-health benchmark alone, for this long (same as `bench health --health-duration`).
@@ -189,6 +192,7 @@ impl Args {
                 Which::Latency,
                 Which::Producer,
                 Which::Consumer,
+                Which::Restart,
                 Which::Health,
             ],
             (None, Some(w)) => vec![w],
@@ -327,6 +331,7 @@ async fn run_all(ctx: &Ctx, which: &[Which], rep: &mut report::Report) -> Result
             Which::Producer => rep.producer = Some(producer::run(ctx).await?),
             Which::Consumer => rep.consumer = Some(consumer::run(ctx).await?),
             Which::Health => rep.health = Some(health::run(ctx).await?),
+            Which::Restart => rep.restart = Some(restart::run(ctx).await?),
             Which::All => unreachable!("expanded by resolve"),
         }
     }

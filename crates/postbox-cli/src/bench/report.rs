@@ -152,14 +152,18 @@ pub struct LatencyRow {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct LatencySection {
+    pub title: String,
+    /// The baseline row's name in the ratio column's heading.
+    pub ratio_to: String,
     pub rows: Vec<LatencyRow>,
 }
 
 impl LatencySection {
     pub fn print(&self) {
-        println!("\nEnd-to-end latency, producer commit → consumer inbox commit (ms)\n");
+        println!("\n{} (ms)\n", self.title);
         println!(
-            "| variant | msg/s | p50 | p95 | p99 | max | received | p50 ratio to direct add |"
+            "| variant | msg/s | p50 | p95 | p99 | max | received | p50 ratio to {} |",
+            self.ratio_to
         );
         println!("|---|---|---|---|---|---|---|---|");
         for r in &self.rows {
@@ -209,6 +213,7 @@ pub struct Report {
     pub params: super::Params,
     pub drain: Option<Section>,
     pub latency: Option<LatencySection>,
+    pub restart: Option<LatencySection>,
     pub producer: Option<Section>,
     pub consumer: Option<Section>,
     pub health: Option<HealthSection>,
@@ -222,6 +227,7 @@ impl Report {
             params: ctx.p.clone(),
             drain: None,
             latency: None,
+            restart: None,
             producer: None,
             consumer: None,
             health: None,

@@ -64,41 +64,83 @@ async fn three_relays_one_killed_keep_per_key_order() {
     ctx.cleanup().await;
 }
 
+/// Partitions held per worker session of `ctx`'s schema, smallest first.
+async fn shares(ctx: &Ctx) -> Vec<i64> {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM pg_locks l
+          WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+            AND l.classid::int4 = hashtext('postbox.partition.' || $1)
+          GROUP BY l.pid ORDER BY 1",
+    )
+    .bind(&ctx.schema)
+    .fetch_all(&ctx.pool)
+    .await
+    .unwrap()
+}
+
+async fn wait_for_shares(ctx: &Ctx, what: &str, want: &[i64]) {
+    wait_until(LONG, what, || async { shares(ctx).await == want }).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partitions_are_shared_and_taken_over() {
     let ctx = Ctx::new("share").await;
     let redis = postbox_testkit::redis_url();
     let r1 = ctx.relay(&redis, &["--workers", "2"], &[]);
-    let by_pid = |pool: sqlx::PgPool, schema: String| async move {
-        let v: Vec<i64> = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_locks l
-              WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
-                AND l.classid::int4 = hashtext('postbox.partition.' || $1)
-              GROUP BY l.pid ORDER BY 1",
-        )
-        .bind(&schema)
-        .fetch_all(&pool)
-        .await
-        .unwrap();
-        v
-    };
-    wait_until(LONG, "one relay to own all 64 partitions", || {
-        let f = by_pid(ctx.pool.clone(), ctx.schema.clone());
-        async move { f.await == vec![32, 32] }
-    })
-    .await;
+    wait_for_shares(&ctx, "one relay to own all 64 partitions", &[32, 32]).await;
     let mut r2 = ctx.relay(&redis, &["--workers", "2"], &[]);
-    wait_until(LONG, "two relays to share the partitions evenly", || {
-        let f = by_pid(ctx.pool.clone(), ctx.schema.clone());
-        async move { f.await == vec![16, 16, 16, 16] }
-    })
+    wait_for_shares(
+        &ctx,
+        "two relays to share the partitions evenly",
+        &[16, 16, 16, 16],
+    )
     .await;
+    // A killed relay cannot say it left: the survivors notice at their tick.
     r2.signal("KILL");
     r2.wait(LONG).await;
-    wait_until(LONG, "the survivor to take over every partition", || {
-        let f = by_pid(ctx.pool.clone(), ctx.schema.clone());
-        async move { f.await == vec![32, 32] }
+    wait_for_shares(&ctx, "the survivor to take over every partition", &[32, 32]).await;
+    drop(r1);
+    ctx.cleanup().await;
+}
+
+/// Joining, giving partitions back and leaving are announced, so partitions
+/// change hands at once: with a rebalance tick of ten minutes, every share
+/// here can only come from those announcements.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitions_change_hands_at_once_when_relays_join_and_leave() {
+    let ctx = Ctx::new("handover").await;
+    let redis = postbox_testkit::redis_url();
+    let args = [
+        "--workers",
+        "2",
+        "--rebalance-interval",
+        "10m",
+        "--session-timeout",
+        "11m",
+    ];
+    let r1 = ctx.relay(&redis, &args, &[]);
+    wait_for_shares(
+        &ctx,
+        "the first relay's two workers to split the partitions",
+        &[32, 32],
+    )
+    .await;
+    let mut r2 = ctx.relay(&redis, &args, &[]);
+    wait_for_shares(&ctx, "a joining relay to get its half", &[16, 16, 16, 16]).await;
+    // Rows of every partition are relayed after the hand-over.
+    let events: Vec<_> = (0..64).map(|k| ctx.event(&format!("k{k}"), 1)).collect();
+    ctx.produce(events).await;
+    wait_until(LONG, "events of every partition relayed", || async {
+        ctx.unsent().await == 0
     })
+    .await;
+    r2.signal("TERM");
+    assert_eq!(r2.wait(LONG).await, Some(0));
+    wait_for_shares(
+        &ctx,
+        "the remaining relay to take back what the leaving one held",
+        &[32, 32],
+    )
     .await;
     drop(r1);
     ctx.cleanup().await;

@@ -223,10 +223,14 @@ pub(super) async fn drain(
     // The clock starts once the relay owns every partition (its start-up and
     // rebalancing are not the drain rate); rows published before do not count.
     let mut from: Option<(Instant, u64)> = None;
+    let mut timeline = Timeline::default();
     loop {
         let s = stats.snapshot();
+        let now = Instant::now();
+        timeline.see(now - started, s.published);
         if from.is_none() && s.owned_partitions >= i64::from(postbox::PARTITIONS) {
-            from = Some((Instant::now(), s.published));
+            from = Some((now, s.published));
+            timeline.owned_all = Some(now - started);
         }
         if s.published >= p.events as u64 {
             break;
@@ -239,8 +243,53 @@ pub(super) async fn drain(
     // A backlog drained before the relay owned everything: timed from its start.
     let (t0, before) = from.unwrap_or((started, 0));
     let rate = (p.events as u64 - before) as f64 / t0.elapsed().as_secs_f64();
+    println!("         {timeline}");
     shutdown.cancel();
     task.await??;
     ctx.drop_schema(&schema).await?;
     Ok(rate)
+}
+
+/// When, after the relay started, it owned every partition and published its
+/// first event, and the longest time no event was published during the drain:
+/// a stall (partitions without an owner, a missed wake-up) shows here.
+#[derive(Default)]
+struct Timeline {
+    owned_all: Option<Duration>,
+    first_publish: Option<Duration>,
+    last_progress: Option<(Duration, u64)>,
+    longest_pause: Duration,
+}
+
+impl Timeline {
+    fn see(&mut self, at: Duration, published: u64) {
+        if published == 0 {
+            return;
+        }
+        self.first_publish.get_or_insert(at);
+        match self.last_progress {
+            Some((_, n)) if n == published => {}
+            Some((since, _)) => {
+                self.longest_pause = self.longest_pause.max(at - since);
+                self.last_progress = Some((at, published));
+            }
+            None => self.last_progress = Some((at, published)),
+        }
+    }
+}
+
+impl std::fmt::Display for Timeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ms = |d: Option<Duration>| match d {
+            Some(d) => format!("{:.0} ms", d.as_secs_f64() * 1000.0),
+            None => "never".into(),
+        };
+        write!(
+            f,
+            "all partitions owned at {}, first event published at {}, longest pause in publishing {}",
+            ms(self.owned_all),
+            ms(self.first_publish),
+            ms(Some(self.longest_pause))
+        )
+    }
 }

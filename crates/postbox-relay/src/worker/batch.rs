@@ -1,0 +1,222 @@
+//! One pass of a worker: claim a batch of its partitions, publish it, write
+//! each event's outcome back and commit, in one transaction.
+
+use super::{Pass, Worker};
+use crate::plan::{plan, Plan};
+use crate::{Backoff, OutboxEvent, Outcome, SinkError};
+use sqlx::{Connection, PgConnection};
+use std::collections::HashSet;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
+
+impl Worker {
+    /// Claim → publish → write back → commit, once.
+    pub(super) async fn pass(&mut self, conn: &mut PgConnection) -> Result<Pass, sqlx::Error> {
+        let started = Instant::now();
+        let mut tx = conn.begin().await?;
+        let batch = self.claim(&mut tx).await?;
+        if batch.is_empty() {
+            tx.commit().await?;
+            return Ok(Pass::Drained { found: 0 });
+        }
+        let full = batch.len() as i64 >= self.config.batch_size;
+        self.failpoint.before_publish(batch.len()).await;
+        let outcomes = self.publish(&batch).await;
+        self.failpoint.after_publish(batch.len()).await;
+        let plan = plan(&batch, outcomes);
+        self.mark_sent(&mut tx, &plan.sent).await?;
+        for (event, error) in &plan.rejected {
+            self.record_rejection(&mut tx, event, error).await?;
+        }
+        for (event, error) in &plan.deferred {
+            self.defer(&mut tx, event, error).await?;
+        }
+        if self.armed {
+            // Awake and working: producers of these partitions may skip the
+            // NOTIFY until this worker arms them again before sleeping.
+            sqlx::query(&self.q.outbox_wakeup_disarm)
+                .bind(&self.owned)
+                .execute(&mut *tx)
+                .await?;
+            self.armed = false;
+        }
+        tx.commit().await?;
+        self.report(&batch, &plan, started);
+        if let Some(e) = plan.transient {
+            self.stats.transient_errors.fetch_add(1, Relaxed);
+            tracing::warn!(schema = %self.schema, sink = self.sink.name(), error = %e, unsent = batch.len() - plan.sent.len(), "broker unavailable; rows stay in the outbox");
+            return Ok(Pass::BrokerDown);
+        }
+        Ok(if full {
+            Pass::Full
+        } else {
+            Pass::Drained { found: batch.len() }
+        })
+    }
+
+    /// The next batch of this worker's partitions, locked until the commit.
+    async fn claim(&self, tx: &mut PgConnection) -> Result<Vec<OutboxEvent>, sqlx::Error> {
+        let mut batch: Vec<OutboxEvent> = sqlx::query_as(&self.q.outbox_claim_batch)
+            .bind(&self.owned)
+            .bind(self.config.batch_size)
+            .fetch_all(&mut *tx)
+            .await?;
+        for e in &mut batch {
+            e.schema = self.schema.to_string();
+        }
+        Ok(batch)
+    }
+
+    /// The destination's answer per event; no answer within `publish_timeout`,
+    /// or a wrong number of answers, is a transient failure of the batch.
+    async fn publish(&self, batch: &[OutboxEvent]) -> Vec<Outcome> {
+        let all_failed = |why: String| {
+            batch
+                .iter()
+                .map(|_| Outcome::Failed(SinkError::transient(why.clone())))
+                .collect()
+        };
+        match tokio::time::timeout(self.config.publish_timeout, self.sink.publish(batch)).await {
+            Ok(d) if d.len() == batch.len() => d,
+            Ok(d) => {
+                tracing::error!(sink = self.sink.name(), expected = batch.len(), got = d.len(), "sink broke its contract (wrong number of results); treating the batch as not delivered");
+                all_failed("sink returned a wrong number of results".into())
+            }
+            Err(_) => {
+                // The cut-off send may have left the client half-way (the
+                // delivery layer never saw an answer, so it did not reset).
+                self.sink.reset().await;
+                all_failed(format!(
+                    "no acknowledgement within publish_timeout ({:?})",
+                    self.config.publish_timeout
+                ))
+            }
+        }
+    }
+
+    async fn mark_sent(&self, tx: &mut PgConnection, sent: &[i64]) -> Result<(), sqlx::Error> {
+        if sent.is_empty() {
+            return Ok(());
+        }
+        let done = match self.config.sent {
+            crate::SentRows::Mark => &self.q.outbox_mark_sent,
+            crate::SentRows::Delete => &self.q.outbox_delete_sent,
+        };
+        sqlx::query(done).bind(sent).execute(&mut *tx).await?;
+        Ok(())
+    }
+
+    /// A poison failure: retry later with backoff, or, out of attempts,
+    /// dead-letter the row (its key moves on) or block its key (`block_topics`).
+    async fn record_rejection(
+        &self,
+        tx: &mut PgConnection,
+        event: &OutboxEvent,
+        error: &SinkError,
+    ) -> Result<(), sqlx::Error> {
+        let reason = format!(
+            "{} (attempt {} of {})",
+            error,
+            event.attempts + 1,
+            self.config.max_attempts
+        );
+        let out_of_attempts = event.attempts + 1 >= self.config.max_attempts;
+        let blocks = self
+            .config
+            .block_topics
+            .iter()
+            .any(|p| crate::TopicPattern::new(p.as_str()).matches(&event.topic));
+        if out_of_attempts && blocks {
+            sqlx::query(&self.q.outbox_block_key)
+                .bind(event.id)
+                .bind(&reason)
+                .execute(&mut *tx)
+                .await?;
+            metrics::counter!("postbox_blocked_keys_total", "schema" => self.schema.to_string())
+                .increment(1);
+            tracing::error!(schema = %self.schema, event_id = %event.event_id, topic = %event.topic, key = ?event.key, error = %reason, "event out of attempts; its key is blocked until an operator fixes the row and sets next_attempt_at = NULL");
+        } else if out_of_attempts {
+            sqlx::query(&self.q.outbox_dead_letter_move)
+                .bind(event.id)
+                .bind(&reason)
+                .execute(&mut *tx)
+                .await?;
+            self.stats.dead_lettered.fetch_add(1, Relaxed);
+            metrics::counter!("postbox_dead_letters_total", "schema" => self.schema.to_string())
+                .increment(1);
+            tracing::error!(schema = %self.schema, event_id = %event.event_id, topic = %event.topic, key = ?event.key, error = %reason, "event dead-lettered");
+        } else {
+            let retry = Backoff {
+                base: self.config.retry_base,
+                max: self.config.retry_max,
+            };
+            let delay = retry.delay(event.attempts as u32);
+            sqlx::query(&self.q.outbox_record_failure)
+                .bind(event.id)
+                .bind(&reason)
+                .bind(delay.as_millis() as f64)
+                .execute(&mut *tx)
+                .await?;
+            tracing::warn!(schema = %self.schema, event_id = %event.event_id, topic = %event.topic, key = ?event.key, error = %reason, retry_in = ?delay, "event rejected by the broker; will retry");
+        }
+        Ok(())
+    }
+
+    /// A transient failure of one key while the broker took the others: the
+    /// row waits `backoff_max` (no attempt counted), holding back its key only.
+    async fn defer(
+        &self,
+        tx: &mut PgConnection,
+        event: &OutboxEvent,
+        error: &SinkError,
+    ) -> Result<(), sqlx::Error> {
+        let delay = self.config.backoff_max;
+        sqlx::query(&self.q.outbox_defer)
+            .bind(event.id)
+            .bind(error.to_string())
+            .bind(delay.as_millis() as f64)
+            .execute(&mut *tx)
+            .await?;
+        tracing::warn!(schema = %self.schema, event_id = %event.event_id, topic = %event.topic, key = ?event.key, error = %error, retry_in = ?delay, "event not taken by the broker while other keys were; its key waits, the others go on");
+        Ok(())
+    }
+
+    /// Metrics and counters of a committed batch.
+    fn report(&self, batch: &[OutboxEvent], plan: &Plan<'_>, started: Instant) {
+        let schema = self.schema.to_string();
+        let sink = self.sink.name();
+        metrics::counter!("postbox_events_published_total", "schema" => schema.clone(), "sink" => sink).increment(plan.sent.len() as u64);
+        metrics::histogram!("postbox_batch_size", "schema" => schema.clone())
+            .record(batch.len() as f64);
+        metrics::histogram!("postbox_batch_duration_seconds", "schema" => schema.clone())
+            .record(started.elapsed().as_secs_f64());
+        let now = chrono::Utc::now();
+        let sent: HashSet<i64> = plan.sent.iter().copied().collect();
+        // One handle per batch: resolving the labelled histogram per event was
+        // a measurable share of the relay's CPU.
+        let latency =
+            metrics::histogram!("postbox_publish_latency_seconds", "schema" => schema.clone());
+        for e in batch.iter().filter(|e| sent.contains(&e.id)) {
+            // The producer's commit → marked sent: how long a consumer waits for the relay.
+            let lag = (now - e.created_at).num_microseconds().unwrap_or(0) as f64 / 1e6;
+            latency.record(lag.max(0.0));
+        }
+        if !plan.rejected.is_empty() {
+            metrics::counter!("postbox_publish_errors_total", "schema" => schema.clone(), "class" => "rejected").increment(plan.rejected.len() as u64);
+        }
+        if !plan.deferred.is_empty() {
+            metrics::counter!("postbox_publish_errors_total", "schema" => schema.clone(), "class" => "deferred").increment(plan.deferred.len() as u64);
+        }
+        if plan.transient.is_some() {
+            metrics::counter!("postbox_publish_errors_total", "schema" => schema, "class" => "transient").increment(1);
+        }
+        self.stats
+            .published
+            .fetch_add(plan.sent.len() as u64, Relaxed);
+        self.stats
+            .rejected
+            .fetch_add(plan.rejected.len() as u64, Relaxed);
+        self.stats.batches.fetch_add(1, Relaxed);
+        tracing::debug!(schema = %self.schema, claimed = batch.len(), sent = plan.sent.len(), elapsed = ?started.elapsed(), "batch committed");
+    }
+}

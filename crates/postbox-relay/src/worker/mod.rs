@@ -1,0 +1,265 @@
+//! One relay worker: a PostgreSQL session that owns some partitions of one
+//! schema's outbox and relays them, batch after batch, in id order. This file
+//! is its loop; [`ownership`] is how it shares the partitions with the other
+//! workers, [`batch`] one claim → publish → commit.
+
+mod batch;
+mod ownership;
+
+use crate::wake::{SchemaSignals, WakeRx};
+use crate::{Backoff, Config, Destination, Stats};
+use postbox::{sql::Queries, SchemaName, PARTITIONS};
+use sqlx::Connection;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+pub(crate) struct Worker {
+    config: Arc<Config>,
+    schema: SchemaName,
+    q: Queries,
+    seed: usize,
+    sink: Arc<dyn Destination>,
+    stats: Arc<Stats>,
+    /// New rows may be waiting (NOTIFY, logical decoding, listener restart).
+    wake: WakeRx,
+    /// Another worker joined, gave partitions back or left.
+    rebalance: WakeRx,
+    shutdown: CancellationToken,
+    /// `application_name` of the session, so operators can tell relays apart.
+    app_name: String,
+    servers: Arc<postbox::Servers>,
+    /// Partitions whose advisory lock this worker's session holds.
+    owned: Vec<i16>,
+    /// Whether all `owned` partitions are armed in `outbox_wakeup` (producers
+    /// NOTIFY for them): true only while this worker sleeps or is about to.
+    armed: bool,
+    failpoint: crate::failpoint::Failpoint,
+}
+
+/// What every worker of a relay shares.
+pub(crate) struct Parts {
+    pub sink: Arc<dyn Destination>,
+    pub stats: Arc<Stats>,
+    /// `postbox-relay:<pid>:<random>`, the prefix of the sessions' application_name.
+    pub instance: Arc<str>,
+    /// Where to open sessions (follows the primary).
+    pub servers: Arc<postbox::Servers>,
+}
+
+/// Why [`Worker::idle`] returned.
+enum Woken {
+    /// `until` came, or shutdown.
+    Time,
+    /// New rows may be waiting.
+    Rows,
+    /// Members or ownership changed.
+    Rebalance,
+}
+
+/// Whether a signal's sender still exists (it goes only at shutdown); a
+/// closed channel would otherwise end every wait at once.
+fn sender_alive(rx: &WakeRx) -> bool {
+    rx.has_changed().is_ok()
+}
+
+/// What one pass of the loop found.
+enum Pass {
+    /// The batch came back full: claim again at once.
+    Full,
+    /// Less than a full batch (`found` events): poll again soon, or sleep.
+    Drained { found: usize },
+    /// The broker failed transiently: back off.
+    BrokerDown,
+}
+
+impl Worker {
+    pub(crate) fn new(
+        config: Arc<Config>,
+        schema: SchemaName,
+        n: usize,
+        parts: Parts,
+        signals: SchemaSignals,
+        shutdown: CancellationToken,
+    ) -> Self {
+        let Parts {
+            sink,
+            stats,
+            instance,
+            servers,
+        } = parts;
+        Worker {
+            q: Queries::new(&schema),
+            // Spread the workers' first choices over the partition ring.
+            seed: n * (PARTITIONS as usize / config.workers.max(1)) + std::process::id() as usize,
+            config,
+            schema,
+            sink,
+            stats,
+            wake: signals.wake.subscribe(),
+            rebalance: signals.rebalance.subscribe(),
+            shutdown,
+            owned: Vec::new(),
+            armed: false,
+            app_name: format!("{instance}:worker"),
+            servers,
+            failpoint: crate::failpoint::Failpoint::from_env(),
+        }
+    }
+
+    pub(crate) async fn run(mut self) {
+        self.failpoint.worker_started();
+        let transient = Backoff {
+            base: self.config.backoff_min,
+            max: self.config.backoff_max,
+        };
+        let mut failures = 0u32;
+        let silent = self.config.session_timeout;
+        while !self.shutdown.is_cancelled() {
+            let mut conn = match answered(silent, "connecting", self.connect()).await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(schema = %self.schema, error = %e, "relay worker cannot reach PostgreSQL; retrying");
+                    self.pause(transient.delay(failures)).await;
+                    failures += 1;
+                    continue;
+                }
+            };
+            failures = 0;
+            let mut broker_failures = 0u32;
+            let mut next_rebalance = Instant::now();
+            // Claim at once on (re)connect: rows may have waited while we were away.
+            let mut claim_now = true;
+            let mut next_poll = Instant::now();
+            // Flags may be stale from an earlier session: arm again before sleeping.
+            self.armed = false;
+            let mut last_activity = Instant::now();
+            let result: Result<(), sqlx::Error> = async {
+                let mut rebalance_now = false;
+                while !self.shutdown.is_cancelled() {
+                    // Checked between batches, so a worker draining a backlog
+                    // still gives partitions back within one batch.
+                    rebalance_now |= self.rebalance.has_changed().unwrap_or(false);
+                    if rebalance_now || Instant::now() >= next_rebalance {
+                        self.rebalance.borrow_and_update();
+                        rebalance_now = false;
+                        // Newly taken partitions may hold a backlog: claim now.
+                        claim_now |=
+                            answered(silent, "rebalancing", self.rebalance(&mut conn)).await?;
+                        next_rebalance = Instant::now() + self.config.rebalance_interval;
+                    }
+                    if !(claim_now || Instant::now() >= next_poll) {
+                        match self.idle(next_poll.min(next_rebalance)).await {
+                            Woken::Rows => claim_now = true,
+                            Woken::Rebalance => rebalance_now = true,
+                            Woken::Time => {}
+                        }
+                        continue;
+                    }
+                    // Mark wake-ups seen *before* claiming: a NOTIFY that lands
+                    // during the claim makes the next idle return at once.
+                    self.wake.borrow_and_update();
+                    claim_now = false;
+                    let pass = if self.owned.is_empty() {
+                        Pass::Drained { found: 0 }
+                    } else {
+                        let limit = self.config.publish_timeout + silent;
+                        answered(limit, "relaying a batch", self.pass(&mut conn)).await?
+                    };
+                    match pass {
+                        // Drain without waiting while batches come back full.
+                        Pass::Full => {
+                            broker_failures = 0;
+                            claim_now = true;
+                            last_activity = Instant::now();
+                        }
+                        Pass::Drained { found } => {
+                            broker_failures = 0;
+                            let now = Instant::now();
+                            if found > 0 {
+                                last_activity = now;
+                            }
+                            if now < last_activity + self.config.busy_poll_for {
+                                // Events just flowed: more are likely. A short
+                                // poll serves them without any NOTIFY.
+                                next_poll = now + self.config.busy_poll_interval;
+                            } else if !self.armed && !self.owned.is_empty() {
+                                answered(silent, "arming wake-ups", self.arm(&mut conn)).await?;
+                                claim_now = true;
+                            } else {
+                                next_poll = now + self.config.poll_interval;
+                            }
+                        }
+                        Pass::BrokerDown => {
+                            self.pause(transient.delay(broker_failures)).await;
+                            broker_failures += 1;
+                            claim_now = true;
+                        }
+                    }
+                }
+                Ok(())
+            }
+            .await;
+            match result {
+                Ok(()) => {
+                    // Closing the session would release the locks too, but the
+                    // others would only notice at their next tick.
+                    if let Err(e) = answered(silent, "leaving", self.leave(&mut conn)).await {
+                        tracing::debug!(schema = %self.schema, error = %e, "could not announce leaving; the others rebalance at their next tick");
+                    }
+                    self.stats.owned.fetch_sub(self.owned.len() as i64, Relaxed);
+                    self.owned.clear();
+                    let _ = conn.close().await;
+                }
+                Err(e) => {
+                    // Dropped, not closed: a session that stopped answering
+                    // would not answer a close either. The server ends it
+                    // after session_timeout of silence, which frees its locks.
+                    drop(conn);
+                    tracing::warn!(schema = %self.schema, error = %e, "relay worker lost its database session; partitions released, reconnecting");
+                    self.stats.owned.fetch_sub(self.owned.len() as i64, Relaxed);
+                    self.owned.clear();
+                    self.pause(transient.delay(0)).await;
+                }
+            }
+        }
+    }
+
+    /// Sleep, but wake early on shutdown.
+    async fn pause(&self, d: Duration) {
+        tokio::select! {
+            _ = self.shutdown.cancelled() => {}
+            _ = tokio::time::sleep(d) => {}
+        }
+    }
+
+    /// Wait for a wake-up or a rebalance signal of this schema, `until`, or shutdown.
+    async fn idle(&mut self, until: Instant) -> Woken {
+        tokio::select! {
+            _ = self.shutdown.cancelled() => Woken::Time,
+            _ = tokio::time::sleep_until(until.into()) => Woken::Time,
+            r = self.wake.changed(), if sender_alive(&self.wake) => if r.is_ok() { Woken::Rows } else { Woken::Time },
+            r = self.rebalance.changed(), if sender_alive(&self.rebalance) => if r.is_ok() { Woken::Rebalance } else { Woken::Time },
+        }
+    }
+}
+
+/// `fut`'s result, or an error if PostgreSQL has not answered within `limit`
+/// (the caller then gives the session up, its partitions with it).
+async fn answered<T>(
+    limit: Duration,
+    what: &str,
+    fut: impl std::future::Future<Output = Result<T, sqlx::Error>>,
+) -> Result<T, sqlx::Error> {
+    match tokio::time::timeout(limit, fut).await {
+        Ok(r) => r,
+        Err(_) => Err(sqlx::Error::Io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "no answer from PostgreSQL within {} while {what} (session_timeout)",
+                humantime_serde::re::humantime::format_duration(limit)
+            ),
+        ))),
+    }
+}

@@ -1,0 +1,127 @@
+//! A worker's share of the partitions: joining the schema's members, taking
+//! and giving back partitions, leaving, and arming wake-ups for what it owns.
+//!
+//! Every change of membership or ownership is announced on the relays' LISTEN
+//! channel (`relay_rebalance_signal.sql`), so the other workers of the schema,
+//! in this relay and in others, rebalance at once: a partition given back is
+//! taken within milliseconds rather than at the next `rebalance_interval`
+//! tick, which remains only for what cannot announce itself (a relay that
+//! died).
+
+use super::Worker;
+use crate::partitions::{candidates, target_share};
+use crate::wake::rebalance_payload;
+use postbox::PARTITIONS;
+use sqlx::{Connection, PgConnection};
+use std::sync::atomic::Ordering::Relaxed;
+
+impl Worker {
+    /// A session that counts as a member of the schema's relays, the others
+    /// told to make room for it.
+    pub(super) async fn connect(&self) -> Result<PgConnection, sqlx::Error> {
+        let mut conn = self
+            .servers
+            .connect(&self.app_name, self.config.session_timeout)
+            .await?;
+        sqlx::query(&self.q.relay_session_limits)
+            .bind(
+                self.config
+                    .session_timeout
+                    .as_millis()
+                    .min(i32::MAX as u128) as i32,
+            )
+            .execute(&mut conn)
+            .await?;
+        sqlx::query(&self.q.relay_member_join)
+            .bind(self.schema.as_str())
+            .execute(&mut conn)
+            .await?;
+        self.signal_rebalance(&mut conn).await?;
+        Ok(conn)
+    }
+
+    /// Hold this worker's share of the partitions: give back the excess (we
+    /// are between batches, so nothing of them is in flight), take free ones.
+    /// Returns whether partitions were acquired.
+    pub(super) async fn rebalance(&mut self, conn: &mut PgConnection) -> Result<bool, sqlx::Error> {
+        let members: i64 = sqlx::query_scalar(&self.q.relay_member_count)
+            .bind(self.schema.as_str())
+            .fetch_one(&mut *conn)
+            .await?;
+        let target = target_share(PARTITIONS as usize, members as usize);
+        if self.owned.len() > target {
+            self.stats
+                .owned
+                .fetch_sub((self.owned.len() - target) as i64, Relaxed);
+            let extra: Vec<i32> = self
+                .owned
+                .split_off(target)
+                .into_iter()
+                .map(i32::from)
+                .collect();
+            sqlx::query(&self.q.partition_release)
+                .bind(self.schema.as_str())
+                .bind(&extra)
+                .execute(&mut *conn)
+                .await?;
+            tracing::debug!(schema = %self.schema, released = ?extra, members, "partitions released");
+            self.signal_rebalance(conn).await?;
+        } else if self.owned.len() < target {
+            let want = (target - self.owned.len()) as i64;
+            let got: Vec<i16> = sqlx::query_scalar(&self.q.partition_try_acquire)
+                .bind(self.schema.as_str())
+                .bind(candidates(PARTITIONS as usize, self.seed, &self.owned))
+                .bind(want)
+                .fetch_all(&mut *conn)
+                .await?;
+            if !got.is_empty() {
+                tracing::debug!(schema = %self.schema, acquired = ?got, members, "partitions acquired");
+                self.stats.owned.fetch_add(got.len() as i64, Relaxed);
+                self.owned.extend(got);
+                // The new partitions' flags are unknown: arm all before sleeping.
+                self.armed = false;
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Stopping cleanly: give everything back, then tell the others, so they
+    /// take the partitions now rather than when the server has ended this
+    /// session and their next tick comes.
+    pub(super) async fn leave(&mut self, conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+        self.stats.owned.fetch_sub(self.owned.len() as i64, Relaxed);
+        self.owned.clear();
+        sqlx::query(&self.q.relay_member_leave)
+            .execute(&mut *conn)
+            .await?;
+        self.signal_rebalance(conn).await
+    }
+
+    async fn signal_rebalance(&self, conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+        sqlx::query(&self.q.relay_rebalance_signal)
+            .bind(postbox::NOTIFY_CHANNEL)
+            .bind(rebalance_payload(self.schema.as_str()))
+            .execute(&mut *conn)
+            .await?;
+        Ok(())
+    }
+
+    /// About to sleep: ask producers to NOTIFY for this worker's partitions,
+    /// and wait out those that may have read the flag unset (the caller then
+    /// looks once more for rows committed before that).
+    pub(super) async fn arm(&mut self, conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+        sqlx::query(&self.q.outbox_wakeup_arm)
+            .bind(&self.owned)
+            .execute(&mut *conn)
+            .await?;
+        let mut fence = conn.begin().await?;
+        sqlx::query(&self.q.outbox_wakeup_fence)
+            .bind(self.schema.as_str())
+            .execute(&mut *fence)
+            .await?;
+        fence.commit().await?;
+        self.armed = true;
+        Ok(())
+    }
+}
