@@ -11,6 +11,7 @@ mod consumer;
 mod drain;
 mod health;
 mod latency;
+mod load;
 mod producer;
 mod report;
 mod restart;
@@ -39,6 +40,8 @@ pub enum Which {
     Consumer,
     /// Outbox size and dead tuples under sustained load with retention on.
     Health,
+    /// Producers flat out for `--load-duration` with a relay and an inbox consumer running: produced/s, delivered/s, backlog, latency.
+    Load,
     /// Producer commit → consumer inbox commit at `--rate` while two relays are restarted in turn, against the same relays left alone.
     Restart,
     /// Every benchmark, health included.
@@ -106,6 +109,12 @@ pub struct Args {
     /// Producer: how long each variant runs [default: 10s; --quick: 1s].
     #[arg(long, value_parser = parse_duration)]
     producer_duration: Option<Duration>,
+    /// Load: producer counts, each run in turn [default: 4,16].
+    #[arg(long, value_delimiter = ',')]
+    load_producers: Option<Vec<usize>>,
+    /// Load: how long the producers write [default: 10s; --quick: 1s].
+    #[arg(long, value_parser = parse_duration)]
+    load_duration: Option<Duration>,
     /// Consumer: jobs pre-filled per run [default: 20000; --quick: 1000].
     #[arg(long)]
     jobs: Option<usize>,
@@ -159,6 +168,9 @@ pub(crate) struct Params {
     producers: usize,
     #[serde(with = "humantime_serde")]
     producer_duration: Duration,
+    load_producers: Vec<usize>,
+    #[serde(with = "humantime_serde")]
+    load_duration: Duration,
     jobs: usize,
     concurrency: Vec<usize>,
     #[serde(with = "humantime_serde")]
@@ -192,6 +204,7 @@ impl Args {
                 Which::Latency,
                 Which::Producer,
                 Which::Consumer,
+                Which::Load,
                 Which::Restart,
                 Which::Health,
             ],
@@ -224,6 +237,12 @@ impl Args {
             } else {
                 10
             })),
+            load_producers: self.load_producers.clone().unwrap_or_else(|| vec![4, 16]),
+            load_duration: self.load_duration.unwrap_or(Duration::from_secs(if q {
+                1
+            } else {
+                10
+            })),
             jobs: self.jobs.unwrap_or(if q { 1000 } else { 20_000 }),
             concurrency: self.concurrency.clone().unwrap_or_else(|| vec![1, 8, 32]),
             health_duration: self.table_health.or(self.health_duration).unwrap_or(if q {
@@ -247,6 +266,10 @@ impl Args {
                 !p.rates.is_empty() && p.rates.iter().all(|r| *r > 0),
             ),
             ("producers", p.producers > 0),
+            (
+                "load-producers",
+                !p.load_producers.is_empty() && p.load_producers.iter().all(|n| *n > 0),
+            ),
             ("jobs", p.jobs > 0),
             (
                 "concurrency",
@@ -266,6 +289,7 @@ impl Args {
         };
         nonzero("duration", p.duration)?;
         nonzero("producer-duration", p.producer_duration)?;
+        nonzero("load-duration", p.load_duration)?;
         nonzero("health-duration", p.health_duration)?;
         nonzero("health-every", p.health_every)?;
         for d in &p.poll_intervals {
@@ -331,6 +355,7 @@ async fn run_all(ctx: &Ctx, which: &[Which], rep: &mut report::Report) -> Result
             Which::Producer => rep.producer = Some(producer::run(ctx).await?),
             Which::Consumer => rep.consumer = Some(consumer::run(ctx).await?),
             Which::Health => rep.health = Some(health::run(ctx).await?),
+            Which::Load => rep.load = Some(load::run(ctx).await?),
             Which::Restart => rep.restart = Some(restart::run(ctx).await?),
             Which::All => unreachable!("expanded by resolve"),
         }

@@ -33,7 +33,7 @@ impl Spread {
     }
 
     /// `1234 (1200–1300)`, with `decimals` digits.
-    fn show(&self, decimals: usize) -> String {
+    pub(super) fn show(&self, decimals: usize) -> String {
         if self.samples.len() < 2 {
             return format!("{:.decimals$}", self.median);
         }
@@ -214,6 +214,7 @@ pub struct Report {
     pub drain: Option<Section>,
     pub latency: Option<LatencySection>,
     pub restart: Option<LatencySection>,
+    pub load: Option<super::load::LoadSection>,
     pub producer: Option<Section>,
     pub consumer: Option<Section>,
     pub health: Option<HealthSection>,
@@ -228,6 +229,7 @@ impl Report {
             drain: None,
             latency: None,
             restart: None,
+            load: None,
             producer: None,
             consumer: None,
             health: None,

@@ -101,6 +101,34 @@ async fn bench_all_quick_writes_every_figure_and_the_chart() {
             assert!(r[p]["median"].as_f64().unwrap() > 0.0, "{p}: {r}");
         }
     }
+    // Two relays left alone and replaced in turn: every message arrives.
+    let restart = report["restart"]["rows"].as_array().unwrap();
+    assert_eq!(restart.len(), 2, "{restart:?}");
+    for r in restart {
+        assert_eq!(r["received"], r["sent"], "{r}");
+        assert!(r["max_ms"]["median"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    assert!(
+        stdout.contains("relay 2 replaced at"),
+        "no replacement line: {stdout}"
+    );
+    // The pipeline under load, with 4 and 16 producers: everything produced arrived.
+    let load = report["load"]["rows"].as_array().unwrap();
+    assert_eq!(load.len(), 2, "{load:?}");
+    for r in load {
+        for f in [
+            "produced_alone_per_s",
+            "produced_per_s",
+            "delivered_in_window_per_s",
+            "p99_ms",
+        ] {
+            assert!(r[f]["median"].as_f64().unwrap() > 0.0, "{f}: {r}");
+        }
+    }
+    assert!(
+        stdout.contains("longest pause in publishing"),
+        "no drain timeline: {stdout}"
+    );
     let health = report["health"]["rows"].as_array().unwrap();
     assert!(!health.is_empty());
     for r in health {
@@ -133,6 +161,14 @@ fn bench_refuses_parameters_it_cannot_run() {
         (
             &["latency", "--duration", "0s"][..],
             "--duration must be longer than 0",
+        ),
+        (
+            &["load", "--load-producers", "4,0"][..],
+            "--load-producers must be at least 1",
+        ),
+        (
+            &["load", "--load-duration", "0s"][..],
+            "--load-duration must be longer than 0",
         ),
     ] {
         let out = std::process::Command::new(BIN)
