@@ -258,13 +258,48 @@ impl Sink for RabbitmqSink {
     }
 
     async fn send_wave(&self, wave: Vec<Encoded<'_, Outgoing>>) -> Vec<Result<(), SinkError>> {
+        let (mut results, closed) = self.publish(&wave).await;
+        if closed.len() > 1 {
+            // The broker refuses a message (406 too large, 404 exchange gone)
+            // by closing the channel, and every publish and confirm still
+            // outstanding fails with that same close: which message it refused
+            // is known only by sending those again one at a time, each on a
+            // channel of its own.
+            for i in closed {
+                let (mut alone, _) = self.publish(std::slice::from_ref(&wave[i])).await;
+                results[i] = alone.remove(0);
+            }
+        }
+        results
+    }
+
+    /// Drop the connection after a transient failure; the next batch connects afresh.
+    async fn reset(&self) {
+        *self.session.lock().await = None;
+    }
+
+    async fn check(&self) -> Result<(), SinkError> {
+        self.channel().await.map(|_| ())
+    }
+}
+
+impl RabbitmqSink {
+    /// Publish `wave` on one channel and await its confirms: each message's
+    /// answer, and which of them failed with a refusal that closed the
+    /// channel (a refusal of one of them, not necessarily of each).
+    async fn publish(
+        &self,
+        wave: &[Encoded<'_, Outgoing>],
+    ) -> (Vec<Result<(), SinkError>>, Vec<usize>) {
         let (connection, channel) = match self.channel().await {
             Ok(c) => c,
-            Err(e) => return SinkError::unreachable(wave.len(), &e),
+            Err(e) => return (SinkError::unreachable(wave.len(), &e), Vec::new()),
         };
         // Publish the whole wave, then await its confirms.
         let mut pending = Vec::with_capacity(wave.len());
-        for m in &wave {
+        // Whose publish or confirm failed with a refusal closing the channel.
+        let mut closed = Vec::new();
+        for (i, m) in wave.iter().enumerate() {
             let (exchange, routing_key) = self.config.route(&m.event.topic, m.event.key.as_deref());
             if let Err(refused) = self
                 .exchange_refusal(&connection, exchange, &m.event.topic)
@@ -286,7 +321,7 @@ impl Sink for RabbitmqSink {
                     m.message.properties.clone(),
                 )
                 .await;
-            pending.push(sent.map_err(|e| {
+            let sent = sent.map_err(|e| {
                 classify(
                     &e,
                     &format!(
@@ -294,7 +329,11 @@ impl Sink for RabbitmqSink {
                         m.event.event_id
                     ),
                 )
-            }));
+            });
+            if matches!(sent, Err(SinkError::Rejected { .. })) {
+                closed.push(i);
+            }
+            pending.push(sent);
         }
         // Await every confirm first. lapin hands a returned (unroutable)
         // message to whichever confirm completes next, not necessarily its
@@ -302,24 +341,18 @@ impl Sink for RabbitmqSink {
         // events by their message_id, never by the confirm that carried them.
         let mut answers = Vec::with_capacity(wave.len());
         let mut returned = std::collections::HashSet::new();
-        // The broker refuses a message (406 too large, 404 exchange gone) by
-        // closing the channel: it handles a channel's messages in order, so
-        // the first one to fail that way is the refused one, and the later
-        // ones were discarded unread — transient, sent again on a new channel.
-        let mut refused_one = false;
-        for sent in pending {
+        for (i, sent) in pending.into_iter().enumerate() {
             let answer = match sent {
                 Err(e) => Err(e),
-                Ok(confirm) => confirm.await.map_err(|e| {
-                    let err = classify(&e, "awaiting a confirm");
-                    if matches!(err, SinkError::Rejected { .. }) && std::mem::replace(&mut refused_one, true) {
-                        SinkError::transient(format!(
-                            "RabbitMQ closed the channel on an earlier message of the batch ({e}); sent again"
-                        ))
-                    } else {
-                        err
+                Ok(confirm) => {
+                    let answer = confirm
+                        .await
+                        .map_err(|e| classify(&e, "awaiting a confirm"));
+                    if matches!(answer, Err(SinkError::Rejected { .. })) {
+                        closed.push(i);
                     }
-                }),
+                    answer
+                }
             };
             if let Ok(Confirmation::Ack(Some(r)) | Confirmation::Nack(Some(r))) = &answer {
                 if let Some(id) = r.delivery.properties.message_id() {
@@ -353,21 +386,12 @@ impl Sink for RabbitmqSink {
         // A rejection the broker gave by closing the channel (404 on a deleted
         // exchange, 406) took the channel with it; look the exchanges up again.
         if !channel.status().connected() {
-            for m in &wave {
+            for m in wave {
                 let (exchange, _) = self.config.route(&m.event.topic, m.event.key.as_deref());
                 self.exchanges.lock().expect("exchanges").remove(exchange);
             }
         }
         self.put_back(&connection, channel).await;
-        results
-    }
-
-    /// Drop the connection after a transient failure; the next batch connects afresh.
-    async fn reset(&self) {
-        *self.session.lock().await = None;
-    }
-
-    async fn check(&self) -> Result<(), SinkError> {
-        self.channel().await.map(|_| ())
+        (results, closed)
     }
 }

@@ -223,11 +223,15 @@ pub(super) async fn drain(
     // The clock starts once the relay owns every partition (its start-up and
     // rebalancing are not the drain rate); rows published before do not count.
     let mut from: Option<(Instant, u64)> = None;
-    let mut timeline = Timeline::default();
+    let mut timeline = Timeline {
+        rss_before: rss_bytes(),
+        ..Timeline::default()
+    };
     loop {
         let s = stats.snapshot();
         let now = Instant::now();
         timeline.see(now - started, s.published);
+        timeline.rss_peak = timeline.rss_peak.max(rss_bytes());
         if from.is_none() && s.owned_partitions >= i64::from(postbox::PARTITIONS) {
             from = Some((now, s.published));
             timeline.owned_all = Some(now - started);
@@ -252,13 +256,28 @@ pub(super) async fn drain(
 
 /// When, after the relay started, it owned every partition and published its
 /// first event, and the longest time no event was published during the drain:
-/// a stall (partitions without an owner, a missed wake-up) shows here.
+/// a stall (partitions without an owner, a missed wake-up) shows here. Also
+/// this process's resident memory before and at its peak during the drain,
+/// which must not grow with the backlog.
 #[derive(Default)]
 struct Timeline {
     owned_all: Option<Duration>,
     first_publish: Option<Duration>,
     last_progress: Option<(Duration, u64)>,
     longest_pause: Duration,
+    rss_before: u64,
+    rss_peak: u64,
+}
+
+/// This process's resident set size (Linux; 0 where `/proc` is missing).
+fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .unwrap_or(0);
+    kib * 1024
 }
 
 impl Timeline {
@@ -286,10 +305,12 @@ impl std::fmt::Display for Timeline {
         };
         write!(
             f,
-            "all partitions owned at {}, first event published at {}, longest pause in publishing {}",
+            "all partitions owned at {}, first event published at {}, longest pause in publishing {}, memory {} MiB before, {} MiB at the peak",
             ms(self.owned_all),
             ms(self.first_publish),
-            ms(Some(self.longest_pause))
+            ms(Some(self.longest_pause)),
+            self.rss_before >> 20,
+            self.rss_peak >> 20
         )
     }
 }
