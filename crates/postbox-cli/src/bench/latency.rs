@@ -7,15 +7,12 @@
 //! consumer (`postbox_bullmq::inbox_worker`) when the inbox COMMIT returned
 //! (`after_commit`); the message's `seq` in the payload joins the two.
 
+use super::parts::{bullmq_relay, pool, recording_consumer};
 use super::report::{LatencyRow, LatencySection, Spread};
-use super::{relay_ready, warm, Ctx, InboxOnly};
+use super::{relay_ready, Ctx};
 use crate::CliError;
 use postbox::migrate::WakeUp;
-use postbox::{Event, Inbox, Outbox};
-use postbox_bullmq::{inbox_worker, BullmqConfig, BullmqSink};
-use postbox_relay::{Relay, Secret};
-use sqlx::postgres::PgPoolOptions;
-use sqlx::PgPool;
+use postbox::{Event, Outbox};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -216,27 +213,16 @@ async fn measure(ctx: &Ctx, v: Variant, rate: u64, what: &str) -> Result<Measure
     let queue = ctx.queue_name(&format!("latency-{what}"));
     let timeline = Arc::new(Timeline::new(n));
     let producers = pool(ctx, PRODUCER_CONNECTIONS).await?;
-    let consumers = pool(ctx, CONSUMER_CONCURRENCY as u32 + 2).await?;
     let tl = timeline.clone();
-    let worker = inbox_worker(
-        postbox::InboxConsumer::new(consumers.clone(), Inbox::new(schema.as_str())?, "bench"),
-        &queue,
-        InboxOnly(move |msg: &postbox::Message| tl.record(msg)),
-        ctx.worker_options(CONSUMER_CONCURRENCY),
-        tokio_util::sync::CancellationToken::new(),
-    )
-    .await?;
+    let (worker, consumers) =
+        recording_consumer(ctx, &schema, &queue, CONSUMER_CONCURRENCY, move |msg| {
+            tl.record(msg)
+        })
+        .await?;
     let shutdown = CancellationToken::new();
     let relay = match v {
         Variant::Outbox { poll, .. } => {
-            let sink = BullmqSink::new(BullmqConfig {
-                redis_url: Secret::new(p.redis_url.clone()),
-                ..Default::default()
-            })?;
-            let relay = Relay::new(
-                ctx.relay_config(&schema, poll),
-                Arc::new(postbox_relay::Delivery::new(sink)),
-            )?;
+            let relay = bullmq_relay(ctx, &schema, poll)?;
             let stats = relay.stats();
             let task = tokio::spawn(relay.run(shutdown.clone()));
             relay_ready(&stats).await?;
@@ -316,16 +302,6 @@ async fn measure(ctx: &Ctx, v: Variant, rate: u64, what: &str) -> Result<Measure
     ctx.drop_schema(&schema).await?;
 
     Ok(timeline.measure())
-}
-
-/// A pool of `n` connections, all opened before the measurement starts.
-pub(super) async fn pool(ctx: &Ctx, n: u32) -> Result<PgPool, CliError> {
-    let pool = PgPoolOptions::new()
-        .max_connections(n)
-        .connect(&ctx.p.database_url)
-        .await?;
-    warm(&pool, n as usize).await?;
-    Ok(pool)
 }
 
 /// Whether the bench's server can run `notify = logical` (wal_level =

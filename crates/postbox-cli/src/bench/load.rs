@@ -6,13 +6,12 @@
 //!
 //! Baseline, same run: the same producers with no relay and no consumer.
 
+use super::parts::{bullmq_relay, recording_consumer};
 use super::report::Spread;
-use super::{relay_ready, Ctx, InboxOnly};
+use super::{relay_ready, Ctx};
 use crate::CliError;
 use postbox::migrate::WakeUp;
-use postbox::{Event, Inbox, Outbox, SchemaName};
-use postbox_bullmq::{inbox_worker, BullmqConfig, BullmqSink};
-use postbox_relay::{Relay, Secret};
+use postbox::{Event, Outbox, SchemaName};
 use serde::Serialize;
 use sqlx::{Connection, PgConnection};
 use std::collections::HashMap;
@@ -207,24 +206,13 @@ async fn pipeline(ctx: &Ctx, producers: usize, what: &str) -> Result<Run, CliErr
     let schema = ctx.schema("load", WakeUp::Adaptive).await?;
     let queue = ctx.queue_name(&format!("load-{what}"));
     let arrivals = Arc::new(Arrivals::default());
-    let consumers = super::latency::pool(ctx, CONSUMER_CONCURRENCY as u32 + 2).await?;
     let seen = arrivals.clone();
-    let worker = inbox_worker(
-        postbox::InboxConsumer::new(consumers.clone(), Inbox::new(schema.as_str())?, "bench"),
-        &queue,
-        InboxOnly(move |msg: &postbox::Message| seen.record(msg)),
-        ctx.worker_options(CONSUMER_CONCURRENCY),
-        CancellationToken::new(),
-    )
-    .await?;
-    let sink = BullmqSink::new(BullmqConfig {
-        redis_url: Secret::new(p.redis_url.clone()),
-        ..Default::default()
-    })?;
-    let relay = Relay::new(
-        ctx.relay_config(&schema, Duration::from_secs(1)),
-        Arc::new(postbox_relay::Delivery::new(sink)),
-    )?;
+    let (worker, consumers) =
+        recording_consumer(ctx, &schema, &queue, CONSUMER_CONCURRENCY, move |msg| {
+            seen.record(msg)
+        })
+        .await?;
+    let relay = bullmq_relay(ctx, &schema, Duration::from_secs(1))?;
     let stats = relay.stats();
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(relay.run(shutdown.clone()));

@@ -4,24 +4,30 @@
 //!
 //! One file per benchmark: [`drain`] (relay drain rate), [`latency`] (producer
 //! commit → consumer inbox commit), [`producer`] (cost of the outbox row to a
-//! producer), [`consumer`] (inbox worker throughput), [`health`] (outbox size
-//! under sustained load); [`report`] prints the tables, writes JSON and the PNG.
+//! producer), [`consumer`] (inbox worker throughput), [`load`] (the whole
+//! pipeline with producers flat out), [`restart`] (latency during a rolling
+//! relay restart), [`health`] (outbox size under sustained load); [`parts`]
+//! holds what several of them assemble, [`report`] prints the tables, writes
+//! JSON and the PNG.
 
 mod consumer;
 mod drain;
 mod health;
 mod latency;
 mod load;
+mod parts;
 mod producer;
 mod report;
 mod restart;
+
+pub(crate) use parts::{relay_ready, warm, InboxOnly, NullSink};
 
 use crate::CliError;
 use postbox::migrate::WakeUp;
 use postbox::SchemaName;
 use postbox_bullmq::bullmq::options::RedisConnectionOptions;
 use postbox_bullmq::bullmq::{Queue, QueueOptions, WorkerOptions};
-use postbox_relay::{BoxError, Config, Destination, OutboxEvent, Outcome, Secret, SinkError};
+use postbox_relay::{Config, Secret};
 use sqlx::PgPool;
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -471,57 +477,4 @@ impl Ctx {
             }
         }
     }
-}
-
-/// Acknowledges everything at once: what is left is PostgreSQL and the relay.
-pub(crate) struct NullSink;
-
-#[async_trait::async_trait]
-impl Destination for NullSink {
-    fn name(&self) -> &'static str {
-        "null"
-    }
-    async fn check(&self) -> Result<(), SinkError> {
-        Ok(())
-    }
-    async fn publish(&self, batch: &[OutboxEvent]) -> Vec<Outcome> {
-        batch.iter().map(|_| Outcome::Delivered).collect()
-    }
-}
-
-/// The bench consumers' effect: the inbox row alone, then `after` (the
-/// latency benchmark records the instant of the inbox commit there).
-pub(crate) struct InboxOnly<F>(pub F);
-
-impl<F: Fn(&postbox::Message) + Send + Sync + 'static> postbox::Handler for InboxOnly<F> {
-    async fn handle(
-        &self,
-        _: &mut sqlx::PgConnection,
-        _: &postbox::Message,
-    ) -> Result<(), BoxError> {
-        Ok(())
-    }
-    async fn after_commit(&self, msg: &postbox::Message) {
-        (self.0)(msg)
-    }
-}
-
-/// Open `n` connections of `pool` at once, so that connection set-up is not measured.
-pub(crate) async fn warm(pool: &PgPool, n: usize) -> Result<(), CliError> {
-    let conns = futures::future::try_join_all((0..n).map(|_| pool.acquire())).await?;
-    drop(conns);
-    Ok(())
-}
-
-/// Wait until the relay owns every partition: before that, rows of the
-/// partitions not yet owned wait for a rebalance, which is not what is measured.
-pub(crate) async fn relay_ready(stats: &postbox_relay::Stats) -> Result<(), CliError> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while stats.snapshot().owned_partitions < i64::from(postbox::PARTITIONS) {
-        if std::time::Instant::now() > deadline {
-            return Err("the relay did not take its partitions within 20 s".into());
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    Ok(())
 }

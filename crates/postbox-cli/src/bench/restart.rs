@@ -6,14 +6,14 @@
 //!
 //! A gap in delivery while partitions change hands shows as p99 and max.
 
-use super::latency::{pool, Measure, Timeline};
+use super::latency::{Measure, Timeline};
+use super::parts::{bullmq_relay, pool, recording_consumer};
 use super::report::{LatencyRow, LatencySection, Spread};
-use super::{Ctx, InboxOnly};
+use super::Ctx;
 use crate::CliError;
 use postbox::migrate::WakeUp;
-use postbox::{Event, Inbox, Outbox};
-use postbox_bullmq::{inbox_worker, BullmqConfig, BullmqSink};
-use postbox_relay::{Relay, RelayError, Secret, Stats};
+use postbox::{Event, Outbox};
+use postbox_relay::{RelayError, Stats};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -79,14 +79,7 @@ struct Running {
 }
 
 fn start(ctx: &Ctx, schema: &postbox::SchemaName) -> Result<Running, CliError> {
-    let sink = BullmqSink::new(BullmqConfig {
-        redis_url: Secret::new(ctx.p.redis_url.clone()),
-        ..Default::default()
-    })?;
-    let relay = Relay::new(
-        ctx.relay_config(schema, Duration::from_secs(1)),
-        Arc::new(postbox_relay::Delivery::new(sink)),
-    )?;
+    let relay = bullmq_relay(ctx, schema, Duration::from_secs(1))?;
     let shutdown = CancellationToken::new();
     Ok(Running {
         stats: relay.stats(),
@@ -166,16 +159,12 @@ async fn measure(ctx: &Ctx, restart: bool, what: &str) -> Result<Measure, CliErr
     let queue = ctx.queue_name(&format!("restart-{what}"));
     let timeline = Arc::new(Timeline::new(n));
     let producers = pool(ctx, PRODUCER_CONNECTIONS).await?;
-    let consumers = pool(ctx, CONSUMER_CONCURRENCY as u32 + 2).await?;
     let tl = timeline.clone();
-    let worker = inbox_worker(
-        postbox::InboxConsumer::new(consumers.clone(), Inbox::new(schema.as_str())?, "bench"),
-        &queue,
-        InboxOnly(move |msg: &postbox::Message| tl.record(msg)),
-        ctx.worker_options(CONSUMER_CONCURRENCY),
-        CancellationToken::new(),
-    )
-    .await?;
+    let (worker, consumers) =
+        recording_consumer(ctx, &schema, &queue, CONSUMER_CONCURRENCY, move |msg| {
+            tl.record(msg)
+        })
+        .await?;
     let mut pair = [start(ctx, &schema)?, start(ctx, &schema)?];
     shared(&[&pair[0], &pair[1]]).await?;
     let outbox = Outbox::new(schema.as_str())?;

@@ -1,0 +1,119 @@
+//! Pieces several benchmarks assemble: a sink that acknowledges at once, the
+//! inbox consumer that records when each message's inbox row committed, a
+//! relay to BullMQ, and waits for connections and partitions.
+
+use super::Ctx;
+use crate::CliError;
+use postbox::{Inbox, SchemaName};
+use postbox_bullmq::{inbox_worker, BullmqConfig, BullmqSink, InboxWorker};
+use postbox_relay::{BoxError, Destination, OutboxEvent, Outcome, Relay, Secret, SinkError};
+use sqlx::postgres::PgPoolOptions;
+use sqlx::PgPool;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Acknowledges everything at once: what is left is PostgreSQL and the relay.
+pub(crate) struct NullSink;
+
+#[async_trait::async_trait]
+impl Destination for NullSink {
+    fn name(&self) -> &'static str {
+        "null"
+    }
+    async fn check(&self) -> Result<(), SinkError> {
+        Ok(())
+    }
+    async fn publish(&self, batch: &[OutboxEvent]) -> Vec<Outcome> {
+        batch.iter().map(|_| Outcome::Delivered).collect()
+    }
+}
+
+/// The bench consumers' effect: the inbox row alone, then `after` (the
+/// latency benchmark records the instant of the inbox commit there).
+pub(crate) struct InboxOnly<F>(pub F);
+
+impl<F: Fn(&postbox::Message) + Send + Sync + 'static> postbox::Handler for InboxOnly<F> {
+    async fn handle(
+        &self,
+        _: &mut sqlx::PgConnection,
+        _: &postbox::Message,
+    ) -> Result<(), BoxError> {
+        Ok(())
+    }
+    async fn after_commit(&self, msg: &postbox::Message) {
+        (self.0)(msg)
+    }
+}
+
+/// Open `n` connections of `pool` at once, so that connection set-up is not measured.
+pub(crate) async fn warm(pool: &PgPool, n: usize) -> Result<(), CliError> {
+    let conns = futures::future::try_join_all((0..n).map(|_| pool.acquire())).await?;
+    drop(conns);
+    Ok(())
+}
+
+/// Wait until the relay owns every partition: before that, rows of the
+/// partitions not yet owned wait for a rebalance, which is not what is measured.
+pub(crate) async fn relay_ready(stats: &postbox_relay::Stats) -> Result<(), CliError> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while stats.snapshot().owned_partitions < i64::from(postbox::PARTITIONS) {
+        if std::time::Instant::now() > deadline {
+            return Err("the relay did not take its partitions within 20 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Ok(())
+}
+
+/// A pool of `n` connections, all opened before the measurement starts.
+pub(crate) async fn pool(ctx: &Ctx, n: u32) -> Result<PgPool, CliError> {
+    let pool = PgPoolOptions::new()
+        .max_connections(n)
+        .connect(&ctx.p.database_url)
+        .await?;
+    warm(&pool, n as usize).await?;
+    Ok(pool)
+}
+
+/// An inbox worker on the BullMQ queue `queue` whose effect is the inbox row
+/// alone; `on_commit` sees each message once its inbox transaction has
+/// committed. Close the worker, then the pool, when done.
+pub(crate) async fn recording_consumer<F>(
+    ctx: &Ctx,
+    schema: &SchemaName,
+    queue: &str,
+    concurrency: usize,
+    on_commit: F,
+) -> Result<(InboxWorker<InboxOnly<F>>, PgPool), CliError>
+where
+    F: Fn(&postbox::Message) + Send + Sync + 'static,
+{
+    let pool = pool(ctx, concurrency as u32 + 2).await?;
+    let worker = inbox_worker(
+        postbox::InboxConsumer::new(pool.clone(), Inbox::new(schema.as_str())?, "bench"),
+        queue,
+        InboxOnly(on_commit),
+        ctx.worker_options(concurrency),
+        CancellationToken::new(),
+    )
+    .await?;
+    Ok((worker, pool))
+}
+
+/// A relay of `schema` to BullMQ with the sink's defaults and the bench's
+/// workers and batch size.
+pub(crate) fn bullmq_relay(
+    ctx: &Ctx,
+    schema: &SchemaName,
+    poll_interval: Duration,
+) -> Result<Relay, CliError> {
+    let sink = BullmqSink::new(BullmqConfig {
+        redis_url: Secret::new(ctx.p.redis_url.clone()),
+        ..Default::default()
+    })?;
+    Ok(Relay::new(
+        ctx.relay_config(schema, poll_interval),
+        Arc::new(postbox_relay::Delivery::new(sink)),
+    )?)
+}
