@@ -7,7 +7,8 @@
 //! transaction that records the message in the inbox and deletes the row. A
 //! replay that fails again leaves the row a dead letter, with the new error.
 
-use crate::dlq::{age, cells, clip, table, Act, SchemaArgs, SHOWN};
+use crate::dlq::{age, Act, SchemaArgs, SHOWN};
+use crate::table::{cells, clip, table};
 use crate::CliError;
 use chrono::{DateTime, Utc};
 use humantime_serde::re::humantime;

@@ -11,6 +11,7 @@ mod relay;
 mod services;
 mod settings;
 mod status;
+mod table;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;

@@ -1,7 +1,8 @@
 //! `postbox status`: per schema, what waits in the outbox and which relay
 //! instances own which partitions. Read-only; safe on a live system.
 
-use crate::dlq::{clip, connect, table};
+use crate::dlq::connect;
+use crate::table::{clip, table};
 use crate::CliError;
 use chrono::{DateTime, Utc};
 use postbox::sql::Queries;
