@@ -155,6 +155,30 @@ impl Timeline {
         }
     }
 
+    /// Commit message `seq` as an outbox row for `topic` in a transaction of
+    /// its own, and record when the commit returned.
+    pub(super) async fn enqueue(
+        &self,
+        pool: &sqlx::PgPool,
+        outbox: &Outbox,
+        topic: &str,
+        seq: usize,
+        keys: i64,
+    ) -> Result<(), CliError> {
+        let data = serde_json::json!({ "seq": seq, "body": super::drain::BODY });
+        let mut tx = pool.begin().await?;
+        outbox
+            .enqueue(
+                &mut tx,
+                Event::new(topic, super::drain::EVENT, data)
+                    .key(format!("key-{}", seq as i64 % keys)),
+            )
+            .await?;
+        tx.commit().await?;
+        self.sent.lock().unwrap()[seq] = Some(Instant::now());
+        Ok(())
+    }
+
     /// Every message sent, how many arrived, and the percentiles of those that did.
     pub(super) fn measure(&self) -> Measure {
         let sent = self.sent.lock().unwrap();
@@ -256,27 +280,18 @@ async fn measure(ctx: &Ctx, v: Variant, rate: u64, what: &str) -> Result<Measure
             timeline.clone(),
         );
         sends.spawn(async move {
-            let data = serde_json::json!({ "seq": seq, "body": "hello from the bench" });
-            let key = format!("key-{}", seq as i64 % keys);
             match v {
                 Variant::Direct => {
+                    let data = serde_json::json!({ "seq": seq, "body": super::drain::BODY });
                     // The producer's commit would be here; the latency starts now.
                     tl.sent.lock().unwrap()[seq] = Some(Instant::now());
                     direct
-                        .add("bench.event", data)
+                        .add(super::drain::EVENT, data)
                         .job_id(uuid::Uuid::new_v4().to_string())
                         .await?;
                 }
                 Variant::Outbox { .. } => {
-                    let mut tx = pool.begin().await?;
-                    outbox
-                        .enqueue(
-                            &mut tx,
-                            Event::new(direct.name(), "bench.event", data).key(key),
-                        )
-                        .await?;
-                    tx.commit().await?;
-                    tl.sent.lock().unwrap()[seq] = Some(Instant::now());
+                    tl.enqueue(&pool, &outbox, direct.name(), seq, keys).await?;
                 }
             }
             Ok::<_, CliError>(())

@@ -12,7 +12,7 @@ use super::report::{LatencyRow, LatencySection, Spread};
 use super::Ctx;
 use crate::CliError;
 use postbox::migrate::WakeUp;
-use postbox::{Event, Outbox};
+use postbox::Outbox;
 use postbox_relay::{RelayError, Stats};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -188,20 +188,7 @@ async fn measure(ctx: &Ctx, restart: bool, what: &str) -> Result<Measure, CliErr
                     timeline.clone(),
                     queue.clone(),
                 );
-                sends.spawn(async move {
-                    let data = serde_json::json!({ "seq": seq, "body": "hello from the bench" });
-                    let mut tx = pool.begin().await?;
-                    outbox
-                        .enqueue(
-                            &mut tx,
-                            Event::new(&queue, "bench.event", data)
-                                .key(format!("key-{}", seq as i64 % keys)),
-                        )
-                        .await?;
-                    tx.commit().await?;
-                    tl.sent.lock().unwrap()[seq] = Some(Instant::now());
-                    Ok::<_, CliError>(())
-                });
+                sends.spawn(async move { tl.enqueue(&pool, &outbox, &queue, seq, keys).await });
             }
             while let Some(r) = sends.join_next().await {
                 r??;
