@@ -37,8 +37,8 @@ pub async fn run(ctx: &Ctx) -> Result<HealthSection, CliError> {
         "Table health: {} events/s for {:?}, outbox retention {RETENTION:?}, NullSink, autovacuum {autovacuum}, {} cores\n",
         p.rate, p.health_duration, ctx.cores
     );
-    println!("| elapsed | produced | outbox total size | of which indexes | live rows | dead rows | unsent |");
-    println!("|---|---|---|---|---|---|---|");
+    println!("| elapsed | produced | outbox total size | of which indexes | live rows | dead rows | unsent | autovacuums |");
+    println!("|---|---|---|---|---|---|---|---|");
     let started = Instant::now();
     let tick = Duration::from_millis(100);
     let per_tick = (p.rate / 10).max(1) as usize;
@@ -65,9 +65,10 @@ pub async fn run(ctx: &Ctx) -> Result<HealthSection, CliError> {
         produced += per_tick as u64;
         if Instant::now() >= next_report {
             next_report += p.health_every;
-            let (total_bytes, index_bytes, live_rows, dead_rows): (i64, i64, i64, i64) =
+            let (total_bytes, index_bytes, live_rows, dead_rows, autovacuums): (i64, i64, i64, i64, i64) =
                 sqlx::query_as(
-                    "SELECT pg_total_relation_size(c.oid), pg_indexes_size(c.oid), s.n_live_tup, s.n_dead_tup
+                    "SELECT pg_total_relation_size(c.oid), pg_indexes_size(c.oid), s.n_live_tup, s.n_dead_tup,
+                            s.autovacuum_count
                        FROM pg_class c JOIN pg_stat_user_tables s ON s.relid = c.oid
                       WHERE s.schemaname = $1 AND s.relname = 'outbox'",
                 )
@@ -87,9 +88,10 @@ pub async fn run(ctx: &Ctx) -> Result<HealthSection, CliError> {
                 live_rows,
                 dead_rows,
                 unsent,
+                autovacuums,
             };
             println!(
-                "| {:?} | {produced} | {} KiB | {} KiB | {live_rows} | {dead_rows} | {unsent} |",
+                "| {:?} | {produced} | {} KiB | {} KiB | {live_rows} | {dead_rows} | {unsent} | {autovacuums} |",
                 Duration::from_secs(row.elapsed_s as u64),
                 total_bytes / 1024,
                 index_bytes / 1024

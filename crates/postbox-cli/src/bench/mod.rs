@@ -11,6 +11,7 @@
 //! JSON and the PNG.
 
 mod consumer;
+mod cpu;
 mod drain;
 mod health;
 mod latency;

@@ -4,17 +4,19 @@
 //! ratio to the business insert alone.
 
 use super::report::Section;
-use super::{relay_ready, Ctx, NullSink};
+use super::{cpu, relay_ready, Ctx, NullSink};
 use crate::CliError;
 use postbox::migrate::WakeUp;
 use postbox::{Event, Outbox, SchemaName};
-use postbox_relay::Relay;
+use postbox_relay::{Config, Relay, SentRows};
 use sqlx::{Connection, PgConnection};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 const ALONE: &str = "business insert alone";
+/// The default wake-up without a relay: what "relay draining" rows lose from.
+const ADAPTIVE: &str = "+ outbox row, notify = adaptive";
 
 #[derive(Clone, Copy)]
 struct Variant {
@@ -22,48 +24,60 @@ struct Variant {
     /// Write an outbox row in the transaction.
     outbox: bool,
     notify: WakeUp,
-    /// A relay drains the outbox meanwhile (NullSink: PostgreSQL's share only).
-    relay: bool,
+    /// A relay drains the outbox meanwhile, with delivered rows marked or
+    /// deleted (NullSink: PostgreSQL's share only).
+    relay: Option<SentRows>,
 }
 
-const VARIANTS: [Variant; 6] = [
+const fn variant(
+    name: &'static str,
+    outbox: bool,
+    notify: WakeUp,
+    relay: Option<SentRows>,
+) -> Variant {
     Variant {
-        name: ALONE,
-        outbox: false,
-        notify: WakeUp::Off,
-        relay: false,
-    },
-    Variant {
-        name: "+ outbox row, notify = off",
-        outbox: true,
-        notify: WakeUp::Off,
-        relay: false,
-    },
-    Variant {
-        name: "+ outbox row, notify = statement",
-        outbox: true,
-        notify: WakeUp::Statement,
-        relay: false,
-    },
-    Variant {
-        name: "+ outbox row, notify = statement, relay draining",
-        outbox: true,
-        notify: WakeUp::Statement,
-        relay: true,
-    },
-    Variant {
-        name: "+ outbox row, notify = adaptive, relay draining",
-        outbox: true,
-        notify: WakeUp::Adaptive,
-        relay: true,
-    },
+        name,
+        outbox,
+        notify,
+        relay,
+    }
+}
+
+const VARIANTS: [Variant; 8] = [
+    variant(ALONE, false, WakeUp::Off, None),
+    variant("+ outbox row, notify = off", true, WakeUp::Off, None),
+    variant(ADAPTIVE, true, WakeUp::Adaptive, None),
+    variant(
+        "+ outbox row, notify = statement",
+        true,
+        WakeUp::Statement,
+        None,
+    ),
+    variant(
+        "+ outbox row, notify = statement, relay draining",
+        true,
+        WakeUp::Statement,
+        Some(SentRows::Mark),
+    ),
+    variant(
+        "+ outbox row, notify = adaptive, relay draining",
+        true,
+        WakeUp::Adaptive,
+        Some(SentRows::Mark),
+    ),
+    variant(
+        "+ outbox row, notify = adaptive, relay draining, sent = delete",
+        true,
+        WakeUp::Adaptive,
+        Some(SentRows::Delete),
+    ),
     // Measured only on a server with wal_level = logical.
-    Variant {
-        name: "+ outbox row, notify = logical, relay draining",
-        outbox: true,
-        notify: WakeUp::Logical,
-        relay: true,
-    },
+    variant(
+        "+ outbox row, notify = logical, relay draining",
+        true,
+        WakeUp::Logical,
+        Some(SentRows::Mark),
+    ),
 ];
 
 pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
@@ -80,9 +94,10 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
     let mut tps = vec![Vec::new(); variants.len()];
     for rep in 1..=p.reps {
         for (i, v) in variants.iter().enumerate() {
-            let r = measure(ctx, *v).await?;
-            println!("  rep {rep}: {:<50} {r:>8.0} tps", v.name);
-            tps[i].push(r);
+            let m = measure(ctx, *v).await?;
+            println!("  rep {rep}: {:<50} {:>8.0} tps", v.name, m.rate);
+            println!("         {}", m.cpu);
+            tps[i].push(m.rate);
         }
     }
     let mut s = Section::new(
@@ -92,6 +107,8 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
     for (v, samples) in variants.iter().zip(tps) {
         if v.name == ALONE {
             s.baseline(ALONE, samples);
+        } else if v.relay.is_some() && v.notify == WakeUp::Adaptive {
+            s.measured(v.name, samples, &[ALONE, ADAPTIVE]);
         } else {
             s.measured(v.name, samples, &[ALONE]);
         }
@@ -100,7 +117,7 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
     Ok(s)
 }
 
-async fn measure(ctx: &Ctx, v: Variant) -> Result<f64, CliError> {
+async fn measure(ctx: &Ctx, v: Variant) -> Result<cpu::Measured, CliError> {
     let p = &ctx.p;
     let schema = ctx.schema("producer", v.notify).await?;
     // Bench scaffolding: the "business" table the producers write to.
@@ -114,11 +131,12 @@ async fn measure(ctx: &Ctx, v: Variant) -> Result<f64, CliError> {
     .execute(&ctx.pool)
     .await?;
     let shutdown = CancellationToken::new();
-    let relay = if v.relay {
-        let relay = Relay::new(
-            ctx.relay_config(&schema, Duration::from_secs(1)),
-            Arc::new(NullSink),
-        )?;
+    let relay = if let Some(sent) = v.relay {
+        let config = Config {
+            sent,
+            ..ctx.relay_config(&schema, Duration::from_secs(1))
+        };
+        let relay = Relay::new(config, Arc::new(NullSink))?;
         let stats = relay.stats();
         let task = tokio::spawn(relay.run(shutdown.clone()));
         relay_ready(&stats).await?;
@@ -134,8 +152,8 @@ async fn measure(ctx: &Ctx, v: Variant) -> Result<f64, CliError> {
     for _ in 0..p.producers {
         conns.push(PgConnection::connect(&p.database_url).await?);
     }
-    let started = Instant::now();
-    let until = started + p.producer_duration;
+    let window = cpu::Window::start().per("transaction");
+    let until = Instant::now() + p.producer_duration;
     let tasks = conns
         .into_iter()
         .enumerate()
@@ -144,14 +162,14 @@ async fn measure(ctx: &Ctx, v: Variant) -> Result<f64, CliError> {
     for t in futures::future::join_all(tasks).await {
         total += t??;
     }
-    let tps = total as f64 / started.elapsed().as_secs_f64();
+    let measured = window.finish(total);
     shutdown.cancel();
     if let Some(task) = relay {
         task.await??;
     }
     super::latency::drop_publication(ctx, &schema).await?;
     ctx.drop_schema(&schema).await?;
-    Ok(tps)
+    Ok(measured)
 }
 
 /// One producer: insert an order (and its event) per transaction until `until`.

@@ -194,6 +194,8 @@ pub struct HealthRow {
     pub live_rows: i64,
     pub dead_rows: i64,
     pub unsent: i64,
+    /// Autovacuum runs on the outbox so far.
+    pub autovacuums: i64,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -1,34 +1,24 @@
-//! The drain benchmark's raw BullMQ rate.
+//! The drain benchmark's raw BullMQ rates: the jobs the relay would add,
+//! without PostgreSQL, as concurrent single adds and as one transaction per
+//! batch (what the sink's `publish = "transaction"` sends).
 
 use super::{BODY, EVENT};
-use crate::bench::Ctx;
+use crate::bench::{cpu, Ctx};
 use crate::CliError;
-use postbox_bullmq::bullmq::BulkJob;
+use postbox_bullmq::bullmq::{BulkJob, FlowJob, FlowProducer, FlowProducerOptions, JobOptions};
 use std::sync::Arc;
-use std::time::Instant;
 
 /// The same jobs the relay would add (event id as job id, same name and
 /// data), in batches of the relay's size, as many batches in flight as the
-/// relay has workers: what Redis and BullMQ's script take without PostgreSQL.
-pub async fn raw_rate(ctx: &Ctx, queue: &str) -> Result<f64, CliError> {
-    let p = &ctx.p;
+/// relay has workers, each batch through `Queue::add_bulk` (one script call
+/// per job, not atomic): what Redis and BullMQ's script take without PostgreSQL.
+pub async fn raw_rate(ctx: &Ctx, queue: &str) -> Result<cpu::Measured, CliError> {
     let q = Arc::new(ctx.queue(queue).await?);
-    let jobs: Vec<BulkJob> = (1..=p.events)
-        .map(|n| {
-            BulkJob::new(EVENT, serde_json::json!({ "n": n, "body": BODY }))
-                .job_id(uuid::Uuid::new_v4().to_string())
-        })
-        .collect();
-    let mut batches: Vec<Vec<BulkJob>> = Vec::new();
-    let mut jobs = jobs.into_iter().peekable();
-    while jobs.peek().is_some() {
-        batches.push(jobs.by_ref().take(p.batch_size as usize).collect());
-    }
-    let started = Instant::now();
-    let mut lanes: Vec<Vec<Vec<BulkJob>>> = (0..p.workers).map(|_| Vec::new()).collect();
-    for (i, b) in batches.into_iter().enumerate() {
-        lanes[i % p.workers].push(b);
-    }
+    let lanes = lanes(ctx, |n| {
+        BulkJob::new(EVENT, serde_json::json!({ "n": n, "body": BODY }))
+            .job_id(uuid::Uuid::new_v4().to_string())
+    });
+    let started = cpu::Window::start();
     let tasks = lanes.into_iter().map(|lane| {
         let q = q.clone();
         tokio::spawn(async move {
@@ -41,5 +31,57 @@ pub async fn raw_rate(ctx: &Ctx, queue: &str) -> Result<f64, CliError> {
     for t in futures::future::join_all(tasks).await {
         t??;
     }
-    Ok(p.events as f64 / started.elapsed().as_secs_f64())
+    Ok(started.finish(ctx.p.events as u64))
+}
+
+/// The same jobs, each batch as one MULTI/EXEC through
+/// `FlowProducer::add_bulk`, over one connection as the sink does: the
+/// transaction's own cost, without PostgreSQL.
+pub async fn raw_transaction_rate(ctx: &Ctx, queue: &str) -> Result<cpu::Measured, CliError> {
+    let flow = Arc::new(
+        FlowProducer::with_options(FlowProducerOptions {
+            connection: ctx.redis(),
+            ..Default::default()
+        })
+        .await?,
+    );
+    let lanes = lanes(ctx, |n| FlowJob {
+        name: EVENT.into(),
+        queue_name: queue.into(),
+        data: serde_json::json!({ "n": n, "body": BODY }),
+        opts: Some(JobOptions {
+            job_id: Some(uuid::Uuid::new_v4().to_string()),
+            ..Default::default()
+        }),
+        prefix: None,
+        children: None,
+    });
+    let started = cpu::Window::start();
+    let tasks = lanes.into_iter().map(|lane| {
+        let flow = flow.clone();
+        tokio::spawn(async move {
+            for batch in lane {
+                flow.add_bulk(batch).await?;
+            }
+            Ok::<_, postbox_bullmq::bullmq::Error>(())
+        })
+    });
+    for t in futures::future::join_all(tasks).await {
+        t??;
+    }
+    Ok(started.finish(ctx.p.events as u64))
+}
+
+/// `--events` jobs made by `job`, cut in batches of the relay's size and dealt
+/// round-robin to one lane per relay worker. Built before the clock starts.
+fn lanes<J>(ctx: &Ctx, job: impl Fn(i64) -> J) -> Vec<Vec<Vec<J>>> {
+    let p = &ctx.p;
+    let mut lanes: Vec<Vec<Vec<J>>> = (0..p.workers).map(|_| Vec::new()).collect();
+    let mut jobs = (1..=p.events).map(job).peekable();
+    let mut i = 0;
+    while jobs.peek().is_some() {
+        lanes[i % p.workers].push(jobs.by_ref().take(p.batch_size as usize).collect());
+        i += 1;
+    }
+    lanes
 }

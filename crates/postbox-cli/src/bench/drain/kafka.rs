@@ -2,7 +2,7 @@
 //! the raw produce rate with the sink's producer settings.
 
 use super::{BODY, EVENT};
-use crate::bench::Ctx;
+use crate::bench::{cpu, Ctx};
 use crate::CliError;
 use futures::stream::{FuturesUnordered, StreamExt};
 use postbox_kafka::rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -11,7 +11,7 @@ use postbox_kafka::rdkafka::config::ClientConfig;
 use postbox_kafka::rdkafka::message::{Header, OwnedHeaders};
 use postbox_kafka::rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
 use postbox_kafka::{HEADER_EVENT, HEADER_EVENT_ID};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Partitions of the bench's Kafka topics (one per relay worker by default).
 const KAFKA_PARTITIONS: i32 = 4;
@@ -55,7 +55,7 @@ impl KafkaAdmin {
 /// The same messages the Kafka sink would produce (key, payload value,
 /// event-id and event headers) with the sink's producer settings, all
 /// pipelined: what the broker takes without PostgreSQL.
-pub async fn raw_rate(ctx: &Ctx, brokers: &str, topic: &str) -> Result<f64, CliError> {
+pub async fn raw_rate(ctx: &Ctx, brokers: &str, topic: &str) -> Result<cpu::Measured, CliError> {
     let p = &ctx.p;
     let producer: FutureProducer = ClientConfig::new()
         .set("bootstrap.servers", brokers)
@@ -76,7 +76,7 @@ pub async fn raw_rate(ctx: &Ctx, brokers: &str, topic: &str) -> Result<f64, CliE
         .collect();
     // librdkafka's local queue holds 100,000 messages by default: stay under it.
     const IN_FLIGHT: usize = 50_000;
-    let started = Instant::now();
+    let started = cpu::Window::start();
     let mut inflight = FuturesUnordered::new();
     for (key, value, id) in &messages {
         let headers = OwnedHeaders::new()
@@ -101,7 +101,7 @@ pub async fn raw_rate(ctx: &Ctx, brokers: &str, topic: &str) -> Result<f64, CliE
     while let Some(r) = inflight.next().await {
         delivered(Some(r))?;
     }
-    Ok(p.events as f64 / started.elapsed().as_secs_f64())
+    Ok(started.finish(p.events as u64))
 }
 
 type DeliveryResult = <DeliveryFuture as std::future::Future>::Output;

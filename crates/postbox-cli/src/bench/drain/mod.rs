@@ -12,19 +12,23 @@ mod redis_streams;
 mod sqs;
 mod webhook;
 
+use super::cpu;
 use super::report::Section;
 use super::{Ctx, NullSink};
 use crate::CliError;
 use postbox::migrate::WakeUp;
 use postbox_bullmq::{BullmqConfig, BullmqSink, PublishMode};
 use postbox_kafka::{KafkaConfig, KafkaSink};
-use postbox_relay::{Delivery, Destination, Relay, Secret};
+use postbox_relay::{Config, Delivery, Destination, Relay, Secret, SentRows};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 const SQL_ONLY: &str = "SQL-only claim+mark";
+const SQL_ONLY_DELETE: &str = "SQL-only claim+delete (sent = delete)";
+const BULLMQ_DELETE: &str = "relay → BullMQ (transaction, sent = delete)";
 const RAW_BULLMQ: &str = "raw BullMQ add, no PostgreSQL";
+const RAW_BULLMQ_TX: &str = "raw BullMQ transaction, no PostgreSQL";
 const BULLMQ: &str = "relay → BullMQ (transaction)";
 const BULLMQ_WAVES: &str = "relay → BullMQ (waves)";
 const RAW_KAFKA: &str = "raw Kafka produce, no PostgreSQL";
@@ -48,9 +52,10 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
         "Relay drain: {} events over {} keys, batch {}, {} workers, {} cores",
         p.events, p.keys, p.batch_size, p.workers, ctx.cores
     );
-    let mut sql_only = Vec::new();
+    let (mut sql_only, mut sql_only_delete, mut bullmq_delete) =
+        (Vec::new(), Vec::new(), Vec::new());
     let (mut bullmq, mut raw_bullmq) = (Vec::new(), Vec::new());
-    let mut bullmq_waves = Vec::new();
+    let (mut bullmq_waves, mut raw_bullmq_tx) = (Vec::new(), Vec::new());
     let (mut kafka, mut raw_kafka) = (Vec::new(), Vec::new());
     let (mut rabbit, mut raw_rabbit) = (Vec::new(), Vec::new());
     let (mut nats, mut raw_nats) = (Vec::new(), Vec::new());
@@ -59,42 +64,58 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
     let (mut sqs_rows, mut raw_sqs) = (Vec::new(), Vec::new());
     for rep in 1..=p.reps {
         let r = drain(ctx, Arc::new(NullSink), "bench").await?;
-        say(rep, SQL_ONLY, r);
-        sql_only.push(r);
+        sql_only.push(say(rep, SQL_ONLY, r));
+        let r = drain_with(ctx, Arc::new(NullSink), "bench", SentRows::Delete).await?;
+        sql_only_delete.push(say(rep, SQL_ONLY_DELETE, r));
 
-        for (publish, what, rates) in [
-            (PublishMode::Transaction, BULLMQ, &mut bullmq),
-            (PublishMode::Waves, BULLMQ_WAVES, &mut bullmq_waves),
+        for (publish, sent, what, rates) in [
+            (
+                PublishMode::Transaction,
+                SentRows::Mark,
+                BULLMQ,
+                &mut bullmq,
+            ),
+            (
+                PublishMode::Waves,
+                SentRows::Mark,
+                BULLMQ_WAVES,
+                &mut bullmq_waves,
+            ),
+            (
+                PublishMode::Transaction,
+                SentRows::Delete,
+                BULLMQ_DELETE,
+                &mut bullmq_delete,
+            ),
         ] {
-            let queue = ctx.queue_name(&format!("drain-{publish:?}-{rep}").to_lowercase());
+            let queue = ctx.queue_name(&format!("drain-{publish:?}-{sent:?}-{rep}").to_lowercase());
             let sink = BullmqSink::new(BullmqConfig {
                 redis_url: Secret::new(p.redis_url.clone()),
                 publish,
                 ..Default::default()
             })?;
-            let r = drain(ctx, Arc::new(Delivery::new(sink)), &queue).await?;
+            let r = drain_with(ctx, Arc::new(Delivery::new(sink)), &queue, sent).await?;
             ctx.obliterate(&queue).await?;
-            say(rep, what, r);
-            rates.push(r);
+            rates.push(say(rep, what, r));
         }
 
         let queue = ctx.queue_name(&format!("raw-{rep}"));
         let r = bullmq::raw_rate(ctx, &queue).await?;
         ctx.obliterate(&queue).await?;
-        say(rep, RAW_BULLMQ, r);
-        raw_bullmq.push(r);
+        raw_bullmq.push(say(rep, RAW_BULLMQ, r));
+
+        let queue = ctx.queue_name(&format!("raw-tx-{rep}"));
+        let r = bullmq::raw_transaction_rate(ctx, &queue).await?;
+        ctx.obliterate(&queue).await?;
+        raw_bullmq_tx.push(say(rep, RAW_BULLMQ_TX, r));
 
         let (relayed, raw) = redis_streams::rep(ctx, &p.redis_url, rep).await?;
-        say(rep, STREAMS, relayed);
-        say(rep, RAW_STREAMS, raw);
-        streams.push(relayed);
-        raw_streams.push(raw);
+        streams.push(say(rep, STREAMS, relayed));
+        raw_streams.push(say(rep, RAW_STREAMS, raw));
 
         let (relayed, raw) = webhook::rep(ctx, rep).await?;
-        say(rep, WEBHOOK, relayed);
-        say(rep, RAW_WEBHOOK, raw);
-        hooks.push(relayed);
-        raw_hooks.push(raw);
+        hooks.push(say(rep, WEBHOOK, relayed));
+        raw_hooks.push(say(rep, RAW_WEBHOOK, raw));
 
         if let Some(brokers) = &p.kafka_brokers {
             let admin = kafka::KafkaAdmin::new(brokers)?;
@@ -105,38 +126,30 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
             })?;
             let r = drain(ctx, Arc::new(Delivery::new(sink)), &topic).await?;
             admin.delete(&topic).await;
-            say(rep, "relay → Kafka", r);
-            kafka.push(r);
+            kafka.push(say(rep, "relay → Kafka", r));
 
             let topic = admin.create(ctx, &format!("raw-{rep}")).await?;
             let r = kafka::raw_rate(ctx, brokers, &topic).await?;
             admin.delete(&topic).await;
-            say(rep, RAW_KAFKA, r);
-            raw_kafka.push(r);
+            raw_kafka.push(say(rep, RAW_KAFKA, r));
         }
 
         if let Some(url) = &p.rabbitmq_url {
             let (relayed, raw) = rabbitmq::rep(ctx, url, rep).await?;
-            say(rep, RABBITMQ, relayed);
-            say(rep, RAW_RABBITMQ, raw);
-            rabbit.push(relayed);
-            raw_rabbit.push(raw);
+            rabbit.push(say(rep, RABBITMQ, relayed));
+            raw_rabbit.push(say(rep, RAW_RABBITMQ, raw));
         }
 
         if let Some(endpoint) = &p.sqs_endpoint_url {
             let (relayed, raw) = sqs::rep(ctx, endpoint, &p.sqs_region, rep).await?;
-            say(rep, SQS, relayed);
-            say(rep, RAW_SQS, raw);
-            sqs_rows.push(relayed);
-            raw_sqs.push(raw);
+            sqs_rows.push(say(rep, SQS, relayed));
+            raw_sqs.push(say(rep, RAW_SQS, raw));
         }
 
         if let Some(url) = &p.nats_url {
             let (relayed, raw) = nats::rep(ctx, url, rep).await?;
-            say(rep, NATS, relayed);
-            say(rep, RAW_NATS, raw);
-            nats.push(relayed);
-            raw_nats.push(raw);
+            nats.push(say(rep, NATS, relayed));
+            raw_nats.push(say(rep, RAW_NATS, raw));
         }
     }
     let mut s = Section::new(
@@ -147,9 +160,16 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
         "events/s",
     );
     s.baseline(SQL_ONLY, sql_only);
+    s.baseline(SQL_ONLY_DELETE, sql_only_delete);
     s.baseline(RAW_BULLMQ, raw_bullmq);
-    s.measured(BULLMQ, bullmq, &[SQL_ONLY, RAW_BULLMQ]);
+    s.baseline(RAW_BULLMQ_TX, raw_bullmq_tx);
+    s.measured(BULLMQ, bullmq, &[SQL_ONLY, RAW_BULLMQ, RAW_BULLMQ_TX]);
     s.measured(BULLMQ_WAVES, bullmq_waves, &[SQL_ONLY, RAW_BULLMQ]);
+    s.measured(
+        BULLMQ_DELETE,
+        bullmq_delete,
+        &[SQL_ONLY_DELETE, RAW_BULLMQ, RAW_BULLMQ_TX],
+    );
     s.baseline(RAW_STREAMS, raw_streams);
     s.measured(STREAMS, streams, &[SQL_ONLY, RAW_STREAMS]);
     s.baseline(RAW_WEBHOOK, raw_hooks);
@@ -186,8 +206,11 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
     Ok(s)
 }
 
-fn say(rep: usize, what: &str, rate: f64) {
-    println!("  rep {rep}: {what:<34} {rate:>9.0} events/s");
+/// Print one repetition's rate and where the CPU went; the rate, for the table.
+fn say(rep: usize, what: &str, m: cpu::Measured) -> f64 {
+    println!("  rep {rep}: {what:<38} {:>9.0} events/s", m.rate);
+    println!("         {}", m.cpu);
+    m.rate
 }
 
 /// Pre-fill a fresh schema, start a relay, time until every row is published.
@@ -195,7 +218,17 @@ pub(super) async fn drain(
     ctx: &Ctx,
     sink: Arc<dyn Destination>,
     topic: &str,
-) -> Result<f64, CliError> {
+) -> Result<cpu::Measured, CliError> {
+    drain_with(ctx, sink, topic, SentRows::Mark).await
+}
+
+/// [`drain`] with delivered rows marked or deleted (`sent`).
+async fn drain_with(
+    ctx: &Ctx,
+    sink: Arc<dyn Destination>,
+    topic: &str,
+    sent: SentRows,
+) -> Result<cpu::Measured, CliError> {
     let p = &ctx.p;
     let schema = ctx.schema("drain", WakeUp::Off).await?;
     sqlx::query(&format!(
@@ -216,13 +249,18 @@ pub(super) async fn drain(
         .await?;
 
     let shutdown = CancellationToken::new();
-    let relay = Relay::new(ctx.relay_config(&schema, Duration::from_millis(50)), sink)?;
+    let config = Config {
+        sent,
+        ..ctx.relay_config(&schema, Duration::from_millis(50))
+    };
+    let relay = Relay::new(config, sink)?;
     let stats = relay.stats();
     let started = Instant::now();
     let task = tokio::spawn(relay.run(shutdown.clone()));
     // The clock starts once the relay owns every partition (its start-up and
     // rebalancing are not the drain rate); rows published before do not count.
-    let mut from: Option<(Instant, u64)> = None;
+    let mut from: Option<(cpu::Window, u64)> = None;
+    let whole = cpu::Window::start();
     let mut timeline = Timeline {
         rss_before: rss_bytes(),
         ..Timeline::default()
@@ -233,7 +271,7 @@ pub(super) async fn drain(
         timeline.see(now - started, s.published);
         timeline.rss_peak = timeline.rss_peak.max(rss_bytes());
         if from.is_none() && s.owned_partitions >= i64::from(postbox::PARTITIONS) {
-            from = Some((now, s.published));
+            from = Some((cpu::Window::start(), s.published));
             timeline.owned_all = Some(now - started);
         }
         if s.published >= p.events as u64 {
@@ -245,13 +283,13 @@ pub(super) async fn drain(
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     // A backlog drained before the relay owned everything: timed from its start.
-    let (t0, before) = from.unwrap_or((started, 0));
-    let rate = (p.events as u64 - before) as f64 / t0.elapsed().as_secs_f64();
+    let (window, before) = from.unwrap_or((whole, 0));
     println!("         {timeline}");
+    let measured = window.finish(p.events as u64 - before);
     shutdown.cancel();
     task.await??;
     ctx.drop_schema(&schema).await?;
-    Ok(rate)
+    Ok(measured)
 }
 
 /// When, after the relay started, it owned every partition and published its

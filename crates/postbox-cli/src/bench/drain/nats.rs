@@ -4,18 +4,21 @@
 //! relay has workers, over one connection like the sink's.
 
 use super::{drain, BODY, EVENT};
-use crate::bench::Ctx;
+use crate::bench::{cpu, Ctx};
 use crate::CliError;
 use postbox_nats::async_nats::header::{HeaderMap, NATS_MESSAGE_ID};
 use postbox_nats::async_nats::jetstream::{self, stream};
 use postbox_nats::{NatsConfig, NatsSink, HEADER_EVENT, HEADER_KEY};
 use postbox_relay::{Delivery, Secret};
 use std::sync::Arc;
-use std::time::Instant;
 
 /// One repetition: (relay rate, raw rate), each into a stream of its own
 /// (file storage), deleted afterwards.
-pub async fn rep(ctx: &Ctx, url: &str, rep: usize) -> Result<(f64, f64), CliError> {
+pub async fn rep(
+    ctx: &Ctx,
+    url: &str,
+    rep: usize,
+) -> Result<(cpu::Measured, cpu::Measured), CliError> {
     let client = postbox_nats::async_nats::connect(url)
         .await
         .map_err(|e| format!("cannot connect to NATS (--nats-url): {e}"))?;
@@ -50,10 +53,14 @@ async fn create(js: &jetstream::Context, name: &str) -> Result<(), CliError> {
     Ok(())
 }
 
-async fn raw_rate(ctx: &Ctx, js: &jetstream::Context, subject: &str) -> Result<f64, CliError> {
+async fn raw_rate(
+    ctx: &Ctx,
+    js: &jetstream::Context,
+    subject: &str,
+) -> Result<cpu::Measured, CliError> {
     let p = &ctx.p;
     let per_lane = (p.events as usize).div_ceil(p.workers);
-    let started = Instant::now();
+    let started = cpu::Window::start();
     let tasks = (0..p.workers).map(|lane| {
         let (js, subject) = (js.clone(), subject.to_owned());
         let (batch, keys) = (p.batch_size as usize, p.keys as usize);
@@ -86,5 +93,5 @@ async fn raw_rate(ctx: &Ctx, js: &jetstream::Context, subject: &str) -> Result<f
     for r in futures::future::join_all(tasks).await {
         r?;
     }
-    Ok(p.events as f64 / started.elapsed().as_secs_f64())
+    Ok(started.finish(p.events as u64))
 }

@@ -4,7 +4,7 @@
 //! channels as the relay has workers.
 
 use super::{drain, BODY, EVENT};
-use crate::bench::Ctx;
+use crate::bench::{cpu, Ctx};
 use crate::CliError;
 use postbox_rabbitmq::lapin::options::{
     BasicPublishOptions, ConfirmSelectOptions, ExchangeDeleteOptions, QueueDeleteOptions,
@@ -14,11 +14,14 @@ use postbox_rabbitmq::lapin::{BasicProperties, Channel, Connection, ConnectionPr
 use postbox_rabbitmq::{RabbitmqConfig, RabbitmqSink};
 use postbox_relay::{Delivery, Secret};
 use std::sync::Arc;
-use std::time::Instant;
 
 /// One repetition: (relay rate, raw rate), each into an exchange and queue
 /// of its own, removed afterwards.
-pub async fn rep(ctx: &Ctx, url: &str, rep: usize) -> Result<(f64, f64), CliError> {
+pub async fn rep(
+    ctx: &Ctx,
+    url: &str,
+    rep: usize,
+) -> Result<(cpu::Measured, cpu::Measured), CliError> {
     let conn = Connection::connect(url, ConnectionProperties::default())
         .await
         .map_err(|e| format!("cannot connect to RabbitMQ (--rabbitmq-url): {e}"))?;
@@ -50,7 +53,7 @@ async fn remove(admin: &Channel, name: &str) {
         .await;
 }
 
-async fn raw_rate(ctx: &Ctx, conn: &Connection, exchange: &str) -> Result<f64, CliError> {
+async fn raw_rate(ctx: &Ctx, conn: &Connection, exchange: &str) -> Result<cpu::Measured, CliError> {
     let p = &ctx.p;
     let mut lanes = Vec::new();
     for _ in 0..p.workers {
@@ -61,7 +64,7 @@ async fn raw_rate(ctx: &Ctx, conn: &Connection, exchange: &str) -> Result<f64, C
         lanes.push(channel);
     }
     let per_lane = (p.events as usize).div_ceil(p.workers);
-    let started = Instant::now();
+    let started = cpu::Window::start();
     let tasks = lanes.into_iter().enumerate().map(|(lane, channel)| {
         let exchange = exchange.to_owned();
         let (batch, keys) = (p.batch_size as usize, p.keys as usize);
@@ -113,5 +116,5 @@ async fn raw_rate(ctx: &Ctx, conn: &Connection, exchange: &str) -> Result<f64, C
     for r in futures::future::join_all(tasks).await {
         r?;
     }
-    Ok(p.events as f64 / started.elapsed().as_secs_f64())
+    Ok(started.finish(p.events as u64))
 }

@@ -4,16 +4,19 @@
 //! multiplexed connection like the sink's).
 
 use super::{drain, BODY, EVENT};
-use crate::bench::Ctx;
+use crate::bench::{cpu, Ctx};
 use crate::CliError;
 use postbox_redis_streams::{RedisStreamsConfig, RedisStreamsSink};
 use postbox_relay::{Delivery, Secret};
 use std::sync::Arc;
-use std::time::Instant;
 
 /// One repetition: (relay rate, raw rate), each into a stream of its own,
 /// deleted afterwards.
-pub async fn rep(ctx: &Ctx, url: &str, rep: usize) -> Result<(f64, f64), CliError> {
+pub async fn rep(
+    ctx: &Ctx,
+    url: &str,
+    rep: usize,
+) -> Result<(cpu::Measured, cpu::Measured), CliError> {
     let client = postbox_redis_streams::redis::Client::open(url)?;
     let mut conn = client.get_multiplexed_async_connection().await?;
 
@@ -42,10 +45,10 @@ async fn raw_rate(
     ctx: &Ctx,
     conn: &postbox_redis_streams::redis::aio::MultiplexedConnection,
     stream: &str,
-) -> Result<f64, CliError> {
+) -> Result<cpu::Measured, CliError> {
     let p = &ctx.p;
     let per_lane = (p.events as usize).div_ceil(p.workers);
-    let started = Instant::now();
+    let started = cpu::Window::start();
     let tasks = (0..p.workers).map(|lane| {
         let (mut conn, stream) = (conn.clone(), stream.to_owned());
         let (batch, keys) = (p.batch_size as usize, p.keys as usize);
@@ -76,5 +79,5 @@ async fn raw_rate(
     for r in futures::future::join_all(tasks).await {
         r?;
     }
-    Ok(p.events as f64 / started.elapsed().as_secs_f64())
+    Ok(started.finish(p.events as u64))
 }

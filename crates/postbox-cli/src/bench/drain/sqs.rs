@@ -5,13 +5,12 @@
 //! SQS-compatible server, or AWS).
 
 use super::{drain, BODY, EVENT};
-use crate::bench::Ctx;
+use crate::bench::{cpu, Ctx};
 use crate::CliError;
 use postbox_relay::Delivery;
 use postbox_sqs::aws_sdk_sqs;
 use postbox_sqs::{SqsConfig, SqsSink};
 use std::sync::Arc;
-use std::time::Instant;
 
 /// One repetition: (relay rate, raw rate), each into a FIFO queue of its
 /// own, deleted afterwards.
@@ -20,7 +19,7 @@ pub async fn rep(
     endpoint: &str,
     region: &str,
     rep: usize,
-) -> Result<(f64, f64), CliError> {
+) -> Result<(cpu::Measured, cpu::Measured), CliError> {
     let config = postbox_sqs::sdk_config(Some(region), Some(endpoint)).await;
     let client = aws_sdk_sqs::Client::new(&config);
 
@@ -61,11 +60,15 @@ async fn create(client: &aws_sdk_sqs::Client, name: &str) -> Result<String, CliE
     Ok(out.queue_url().unwrap_or_default().to_owned())
 }
 
-async fn raw_rate(ctx: &Ctx, client: &aws_sdk_sqs::Client, queue: &str) -> Result<f64, CliError> {
+async fn raw_rate(
+    ctx: &Ctx,
+    client: &aws_sdk_sqs::Client,
+    queue: &str,
+) -> Result<cpu::Measured, CliError> {
     use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
     let p = &ctx.p;
     let per_lane = (p.events as usize).div_ceil(p.workers);
-    let started = Instant::now();
+    let started = cpu::Window::start();
     let lanes = (0..p.workers).map(|lane| {
         let (client, queue) = (client.clone(), queue.to_owned());
         let keys = p.keys as usize;
@@ -116,5 +119,5 @@ async fn raw_rate(ctx: &Ctx, client: &aws_sdk_sqs::Client, queue: &str) -> Resul
     for r in futures::future::join_all(lanes).await {
         r?;
     }
-    Ok(p.events as f64 / started.elapsed().as_secs_f64())
+    Ok(started.finish(p.events as u64))
 }

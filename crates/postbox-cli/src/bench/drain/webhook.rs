@@ -4,20 +4,20 @@
 //! destination), both to a local receiver that answers 200 at once.
 
 use super::{drain, BODY, EVENT};
-use crate::bench::Ctx;
+use crate::bench::{cpu, Ctx};
 use crate::CliError;
 use futures::stream::{self, StreamExt, TryStreamExt};
 use postbox_relay::{Delivery, Secret};
 use postbox_webhook::{SigningKey, WebhookConfig, WebhookSink};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::SystemTime;
 use tokio_util::sync::CancellationToken;
 
 /// A signing secret for the bench's own receiver.
 const SECRET: &str = "whsec_cG9zdGJveCBiZW5jaCBzaWduaW5nIGtleSAwMQ==";
 
 /// One repetition: (relay rate, raw rate).
-pub async fn rep(ctx: &Ctx, rep: usize) -> Result<(f64, f64), CliError> {
+pub async fn rep(ctx: &Ctx, rep: usize) -> Result<(cpu::Measured, cpu::Measured), CliError> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let port = listener.local_addr()?.port();
     let stop = CancellationToken::new();
@@ -50,13 +50,13 @@ pub async fn rep(ctx: &Ctx, rep: usize) -> Result<(f64, f64), CliError> {
     Ok((relayed?, raw?))
 }
 
-async fn raw_rate(ctx: &Ctx, port: u16, concurrency: usize) -> Result<f64, CliError> {
+async fn raw_rate(ctx: &Ctx, port: u16, concurrency: usize) -> Result<cpu::Measured, CliError> {
     let p = &ctx.p;
     let client = reqwest::Client::builder().use_rustls_tls().build()?;
     let key = SigningKey::from_secret(SECRET)?;
     let url = format!("http://127.0.0.1:{port}/raw");
     let keys = p.keys as usize;
-    let started = Instant::now();
+    let started = cpu::Window::start();
     // One destination: the sink's limit of `concurrency` requests in flight
     // holds for all its workers together, so it holds here for all events.
     stream::iter(0..p.events as usize)
@@ -90,5 +90,5 @@ async fn raw_rate(ctx: &Ctx, port: u16, concurrency: usize) -> Result<f64, CliEr
         .buffer_unordered(concurrency)
         .try_collect::<Vec<()>>()
         .await?;
-    Ok(p.events as f64 / started.elapsed().as_secs_f64())
+    Ok(started.finish(p.events as u64))
 }
