@@ -3,7 +3,9 @@
 //! command name: this process, `postgres`, `redis-server`, …). On a machine
 //! whose cores are all busy, the drain rate is bound by the CPU every event
 //! costs across the programs, not by any one of them; this line shows it.
-//! Linux only: elsewhere the line says the figures are missing.
+//! A process that exits inside the window takes its CPU time with it: keep
+//! connections open until the window is read. Linux only: elsewhere the line
+//! says the figures are missing.
 
 use std::collections::HashMap;
 use std::fmt;

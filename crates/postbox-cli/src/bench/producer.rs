@@ -159,10 +159,16 @@ async fn measure(ctx: &Ctx, v: Variant) -> Result<cpu::Measured, CliError> {
         .enumerate()
         .map(|(i, conn)| tokio::spawn(produce(conn, schema.clone(), v.outbox, i as i32, until)));
     let mut total = 0u64;
+    let mut open = Vec::new();
     for t in futures::future::join_all(tasks).await {
-        total += t??;
+        let (n, conn) = t??;
+        total += n;
+        open.push(conn);
     }
     let measured = window.finish(total);
+    for conn in open {
+        conn.close().await?;
+    }
     shutdown.cancel();
     if let Some(task) = relay {
         task.await??;
@@ -179,7 +185,7 @@ async fn produce(
     with_outbox: bool,
     customer: i32,
     until: Instant,
-) -> Result<u64, CliError> {
+) -> Result<(u64, PgConnection), CliError> {
     let outbox = Outbox::new(schema.as_str())?;
     let insert = format!(
         "INSERT INTO {schema}.orders (customer, amount) VALUES ($1, $2::numeric) RETURNING id"
@@ -204,6 +210,7 @@ async fn produce(
         tx.commit().await?;
         n += 1;
     }
-    conn.close().await?;
-    Ok(n)
+    // Closed by the caller once the CPU figures are read: a backend that has
+    // exited no longer shows its CPU time in /proc.
+    Ok((n, conn))
 }
