@@ -6,6 +6,7 @@ use super::{BODY, EVENT};
 use crate::bench::{cpu, Ctx};
 use crate::CliError;
 use postbox_bullmq::bullmq::{BulkJob, FlowJob, FlowProducer, FlowProducerOptions, JobOptions};
+use std::future::Future;
 use std::sync::Arc;
 
 /// The same jobs the relay would add (event id as job id, same name and
@@ -18,20 +19,11 @@ pub async fn raw_rate(ctx: &Ctx, queue: &str) -> Result<cpu::Measured, CliError>
         BulkJob::new(EVENT, serde_json::json!({ "n": n, "body": BODY }))
             .job_id(uuid::Uuid::new_v4().to_string())
     });
-    let started = cpu::Window::start();
-    let tasks = lanes.into_iter().map(|lane| {
+    timed(ctx, lanes, move |batch| {
         let q = q.clone();
-        tokio::spawn(async move {
-            for batch in lane {
-                q.add_bulk(batch).await?;
-            }
-            Ok::<_, postbox_bullmq::bullmq::Error>(())
-        })
-    });
-    for t in futures::future::join_all(tasks).await {
-        t??;
-    }
-    Ok(started.finish(ctx.p.events as u64))
+        async move { q.add_bulk(batch).await.map(drop) }
+    })
+    .await
 }
 
 /// The same jobs, each batch as one MULTI/EXEC through
@@ -56,12 +48,31 @@ pub async fn raw_transaction_rate(ctx: &Ctx, queue: &str) -> Result<cpu::Measure
         prefix: None,
         children: None,
     });
+    timed(ctx, lanes, move |batch| {
+        let flow = flow.clone();
+        async move { flow.add_bulk(batch).await.map(drop) }
+    })
+    .await
+}
+
+/// Send every lane's batches in turn, the lanes at once; the rate of all
+/// `--events` from the first send to the last reply.
+async fn timed<J, F, Fut>(
+    ctx: &Ctx,
+    lanes: Vec<Vec<Vec<J>>>,
+    send: F,
+) -> Result<cpu::Measured, CliError>
+where
+    J: Send + 'static,
+    F: Fn(Vec<J>) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = Result<(), postbox_bullmq::bullmq::Error>> + Send,
+{
     let started = cpu::Window::start();
     let tasks = lanes.into_iter().map(|lane| {
-        let flow = flow.clone();
+        let send = send.clone();
         tokio::spawn(async move {
             for batch in lane {
-                flow.add_bulk(batch).await?;
+                send(batch).await?;
             }
             Ok::<_, postbox_bullmq::bullmq::Error>(())
         })
