@@ -67,7 +67,6 @@ impl Window {
     pub fn stop(&self, items: u64) -> CpuUse {
         let elapsed = self.started.elapsed();
         let (end_machine, end_programs) = (machine_ticks(), program_ticks());
-        let hz = ticks_per_second();
         let secs = elapsed.as_secs_f64().max(1e-9);
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let machine = match (self.machine, end_machine) {
@@ -95,7 +94,7 @@ impl Window {
         }
         let mut programs: Vec<(String, f64)> = by_name
             .into_iter()
-            .map(|(n, t)| (n, t as f64 / hz / secs))
+            .map(|(n, t)| (n, t as f64 / TICKS_PER_SECOND / secs))
             .filter(|(n, c)| *c >= 0.02 || n == "this process")
             .collect();
         programs.sort_by(|a, b| {
@@ -135,9 +134,7 @@ impl fmt::Display for CpuUse {
 
 /// USER_HZ: the unit of `/proc` CPU times; 100 on every Linux architecture
 /// that matters here.
-fn ticks_per_second() -> f64 {
-    100.0
-}
+const TICKS_PER_SECOND: f64 = 100.0;
 
 fn machine_ticks() -> Option<MachineTicks> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
