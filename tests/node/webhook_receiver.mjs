@@ -4,6 +4,7 @@
 //   ok      200 once the signature checks out (401 if it does not)
 //   flaky   500 on a message id's first request, 200 afterwards
 //   hang    never answers
+//   slow    200 after 100 ms (once the signature checks out)
 //   gone    410 with a short explanation
 //   busy    429 with Retry-After: 2 on a message id's first request, 200 afterwards
 //   moved   307 to the same path under `ok` on host "localhost" (another host)
@@ -60,6 +61,8 @@ function handle(req, res) {
         seen.add(id);
         res.writeHead(429, { "retry-after": "2" }).end("slow down");
       }
+    } else if (mode === "slow") {
+      setTimeout(() => res.writeHead(200).end(), 100);
     } else if (mode === "hang") {
       // never answers
     } else if (mode === "gone") {

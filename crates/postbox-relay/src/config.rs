@@ -102,8 +102,10 @@ pub struct Config {
     #[serde(with = "humantime_serde")]
     #[schemars(with = "crate::HumanDuration")]
     pub rebalance_interval: Duration,
-    /// Longest wait for the broker to acknowledge one batch; past it the batch
-    /// is a transient failure and stays in the outbox.
+    /// Longest wait for the broker to acknowledge one batch. What it
+    /// acknowledged by then is marked sent; the send it cuts off is a
+    /// transient failure, and the rest of the batch stays in the outbox for
+    /// the next one.
     #[serde(with = "humantime_serde")]
     #[schemars(with = "crate::HumanDuration")]
     pub publish_timeout: Duration,

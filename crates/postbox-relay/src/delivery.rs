@@ -10,11 +10,18 @@
 //! attempted, and the sink is reset. One in a wave where other events went
 //! through is about its key alone: that key waits out a backoff
 //! ([`Outcome::Deferred`]) and every other key goes on.
+//!
+//! A batch has a deadline (`publish_timeout`). Waves the broker acknowledged
+//! before it count as delivered; the wave it cuts off is a transient failure,
+//! and later waves are not attempted. So a slow broker that needs longer than
+//! the deadline for a whole batch still takes part of it on every pass, where
+//! discarding the acknowledged part would send the same batch again forever.
 
 use crate::sink::{Destination, Encoded, GroupOutcome, GroupPolicy, Outcome, Sink, SinkError};
 use crate::OutboxEvent;
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
+use tokio::time::{timeout_at, Instant};
 
 /// A [`Sink`] driven in per-key order: the [`Destination`] the relay uses.
 pub struct Delivery<S> {
@@ -33,7 +40,12 @@ impl<S: Sink> Delivery<S> {
     }
 
     /// The batch as one group, or `None` when it goes in waves instead.
-    async fn group(&self, batch: &[OutboxEvent], policy: GroupPolicy) -> Option<Vec<Outcome>> {
+    async fn group(
+        &self,
+        batch: &[OutboxEvent],
+        policy: GroupPolicy,
+        deadline: Instant,
+    ) -> Option<Vec<Outcome>> {
         if !worth_a_group(batch, policy) {
             return None;
         }
@@ -45,7 +57,10 @@ impl<S: Sink> Delivery<S> {
                 Some(Encoded { event, message })
             })
             .collect::<Option<Vec<_>>>()?;
-        match self.sink.send_group(group).await {
+        let answer = timeout_at(deadline, self.sink.send_group(group))
+            .await
+            .unwrap_or_else(|_| GroupOutcome::Failed(cut_off()));
+        match answer {
             GroupOutcome::Delivered => Some(batch.iter().map(|_| Outcome::Delivered).collect()),
             GroupOutcome::Failed(err) => {
                 self.sink.reset().await;
@@ -68,9 +83,14 @@ impl<S: Sink> Delivery<S> {
         }
     }
 
-    async fn waves(&self, batch: &[OutboxEvent]) -> Vec<Outcome> {
+    async fn waves(&self, batch: &[OutboxEvent], deadline: Instant) -> Vec<Outcome> {
         let mut progress = Progress::new(batch);
         for wave in waves(batch) {
+            if Instant::now() >= deadline {
+                // Out of time between waves: what is left was not attempted
+                // and goes with the next batch, which starts at once.
+                break;
+            }
             let mut sent = Vec::with_capacity(wave.len());
             let mut items = Vec::with_capacity(wave.len());
             for i in wave {
@@ -89,7 +109,13 @@ impl<S: Sink> Delivery<S> {
             if items.is_empty() {
                 continue;
             }
-            let answers = self.sink.send_wave(items).await;
+            let Ok(answers) = timeout_at(deadline, self.sink.send_wave(items)).await else {
+                // Cut off: these may or may not have reached the broker.
+                for i in sent {
+                    progress.failed(i, cut_off());
+                }
+                break;
+            };
             if answers.len() != sent.len() {
                 tracing::error!(sink = self.sink.name(), expected = sent.len(), got = answers.len(), "sink broke its contract (wrong number of results); treating the wave as not delivered");
                 for i in sent {
@@ -191,13 +217,13 @@ impl<S: Sink> Destination for Delivery<S> {
         self.sink.name()
     }
 
-    async fn publish(&self, batch: &[OutboxEvent]) -> Vec<Outcome> {
+    async fn publish(&self, batch: &[OutboxEvent], deadline: Instant) -> Vec<Outcome> {
         if let Some(policy) = self.sink.groups() {
-            if let Some(outcomes) = self.group(batch, policy).await {
+            if let Some(outcomes) = self.group(batch, policy, deadline).await {
                 return outcomes;
             }
         }
-        self.waves(batch).await
+        self.waves(batch, deadline).await
     }
 
     async fn check(&self) -> Result<(), SinkError> {
@@ -207,6 +233,11 @@ impl<S: Sink> Destination for Delivery<S> {
     async fn reset(&self) {
         self.sink.reset().await
     }
+}
+
+/// A send the deadline cut off: the broker may or may not have it.
+fn cut_off() -> SinkError {
+    SinkError::transient("no acknowledgement within publish_timeout")
 }
 
 /// Whether `batch` goes as one group: some key is at least

@@ -93,7 +93,7 @@ impl Destination for Router {
         "router"
     }
 
-    async fn publish(&self, batch: &[OutboxEvent]) -> Vec<Outcome> {
+    async fn publish(&self, batch: &[OutboxEvent], deadline: tokio::time::Instant) -> Vec<Outcome> {
         let mut groups: Vec<Vec<usize>> = vec![Vec::new(); self.routes.len() + 1];
         for (i, e) in batch.iter().enumerate() {
             groups[self.sink_for(e)].push(i);
@@ -105,7 +105,7 @@ impl Destination for Router {
             .map(|(s, g)| {
                 let sub: Vec<OutboxEvent> = g.iter().map(|i| batch[*i].clone()).collect();
                 let sink = self.sink(s).clone();
-                async move { (s, sink.publish(&sub).await) }
+                async move { (s, sink.publish(&sub, deadline).await) }
             });
         let mut results: Vec<Option<Outcome>> = batch.iter().map(|_| None).collect();
         for (s, deliveries) in futures::future::join_all(calls).await {
@@ -166,7 +166,7 @@ mod tests {
         async fn check(&self) -> Result<(), SinkError> {
             Ok(())
         }
-        async fn publish(&self, batch: &[OutboxEvent]) -> Vec<Outcome> {
+        async fn publish(&self, batch: &[OutboxEvent], _: tokio::time::Instant) -> Vec<Outcome> {
             self.1
                 .lock()
                 .unwrap()
@@ -182,7 +182,10 @@ mod tests {
         let r = Router::new(bull.clone()).route(TopicPattern::new("payment.*"), kafka.clone());
         let ev = |t: &str| OutboxEvent::for_test(1, None, t);
         let out = r
-            .publish(&[ev("chat"), ev("payment.completed"), ev("chat")])
+            .publish(
+                &[ev("chat"), ev("payment.completed"), ev("chat")],
+                tokio::time::Instant::now() + std::time::Duration::from_secs(60),
+            )
             .await;
         assert_eq!(out.len(), 3);
         assert_eq!(*kafka.1.lock().unwrap(), vec!["payment.completed"]);

@@ -211,18 +211,20 @@ pub trait Destination: Send + Sync + 'static {
     fn name(&self) -> &'static str;
 
     /// Publish `batch` (in outbox id order) and await the broker's
-    /// acknowledgements. Returns one [`Outcome`] per event, in the same order.
+    /// acknowledgements. Returns one [`Outcome`] per event, in the same order,
+    /// by `deadline` (the relay's `publish_timeout`): what the broker
+    /// acknowledged before it is [`Outcome::Delivered`], a send cut off by it
+    /// a transient failure, what was not sent [`SinkError::NotAttempted`].
     ///
     /// Contract: an event may be delivered only if every earlier event with the
     /// same key in this batch was delivered; after a failure, later events of
     /// that key must not reach the broker.
-    async fn publish(&self, batch: &[OutboxEvent]) -> Vec<Outcome>;
+    async fn publish(&self, batch: &[OutboxEvent], deadline: tokio::time::Instant) -> Vec<Outcome>;
 
     /// Whether the broker is reachable now (for readiness).
     async fn check(&self) -> Result<(), SinkError>;
 
-    /// A [`publish`](Destination::publish) was cut off (no answer within
-    /// `publish_timeout`): drop connections and clients, whose state a
+    /// A send was cut off (no answer within `publish_timeout`): drop connections and clients, whose state a
     /// cancelled send may have left half-done (an AMQP channel's confirm
     /// numbering, a producer's sequence), so the next batch starts afresh.
     async fn reset(&self) {}

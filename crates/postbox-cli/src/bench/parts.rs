@@ -24,7 +24,7 @@ impl Destination for NullSink {
     async fn check(&self) -> Result<(), SinkError> {
         Ok(())
     }
-    async fn publish(&self, batch: &[OutboxEvent]) -> Vec<Outcome> {
+    async fn publish(&self, batch: &[OutboxEvent], _: tokio::time::Instant) -> Vec<Outcome> {
         batch.iter().map(|_| Outcome::Delivered).collect()
     }
 }

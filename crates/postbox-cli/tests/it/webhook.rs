@@ -216,6 +216,50 @@ async fn a_hanging_receiver_costs_no_attempts_and_holds_no_other_topic() {
     ctx.cleanup().await;
 }
 
+/// A receiver too slow for a whole batch within `publish_timeout` (one key,
+/// 40 requests of 100 ms each against the tests' 3 s): what it acknowledged
+/// in time is kept, so the batch drains over a few passes instead of being
+/// sent again from its first event forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_outlasting_publish_timeout_keeps_what_was_acknowledged() {
+    let ctx = Ctx::new("hookslow").await;
+    let rx = Receiver::start(None).await;
+    const N: usize = 40;
+    ctx.produce((1..=N).map(|i| ctx.event("k", i)).collect())
+        .await;
+    let url = format!("http://127.0.0.1:{}/slow/{{topic}}/{{key}}", rx.port);
+    let relay = relay(&ctx, &url, &[]);
+    wait_until(LONG, "every event delivered", || async {
+        ctx.unsent().await == 0
+    })
+    .await;
+    let seen = rx.seen("slow");
+    let seqs: Vec<i64> = seen
+        .iter()
+        .map(|r| {
+            let body: Value = serde_json::from_str(r["body"].as_str().unwrap()).unwrap();
+            body["seq"].as_i64().unwrap()
+        })
+        .collect();
+    // At most the send each cut-off pass interrupted goes twice.
+    assert!(
+        (N..N + 3).contains(&seqs.len()),
+        "{} requests for {N} events: {seqs:?}",
+        seqs.len()
+    );
+    assert!(
+        seqs.windows(2).all(|w| w[1] == w[0] || w[1] == w[0] + 1),
+        "{seqs:?}"
+    );
+    assert_eq!(
+        attempts(&ctx, &ctx.queue).await,
+        0,
+        "cut-off sends are transient"
+    );
+    drop(relay);
+    ctx.cleanup().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_429_retry_after_is_honoured_without_burning_attempts() {
     let ctx = Ctx::new("hookbusy").await;

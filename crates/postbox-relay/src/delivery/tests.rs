@@ -3,6 +3,7 @@
 
 use super::*;
 use std::sync::Mutex;
+use std::time::Duration;
 
 fn ev(id: i64, key: Option<&str>, topic: &str) -> OutboxEvent {
     OutboxEvent::for_test(id, key, topic)
@@ -18,6 +19,13 @@ struct Fake {
     group_answer: Mutex<Option<GroupOutcome>>,
     calls: Mutex<Vec<(&'static str, Vec<i64>)>>,
     resets: Mutex<usize>,
+    /// How long the broker takes to answer one send.
+    answer_after: Duration,
+}
+
+/// A deadline no test reaches.
+fn later() -> Instant {
+    Instant::now() + Duration::from_secs(3600)
 }
 
 #[async_trait::async_trait]
@@ -35,6 +43,7 @@ impl Sink for Fake {
     async fn send_wave(&self, wave: Vec<Encoded<'_, i64>>) -> Vec<Result<(), SinkError>> {
         let ids: Vec<i64> = wave.iter().map(|m| m.message).collect();
         self.calls.lock().unwrap().push(("wave", ids.clone()));
+        tokio::time::sleep(self.answer_after).await;
         ids.iter()
             .map(|id| {
                 if self.reject.contains(id) {
@@ -53,6 +62,7 @@ impl Sink for Fake {
     async fn send_group(&self, group: Vec<Encoded<'_, i64>>) -> GroupOutcome {
         let ids = group.iter().map(|m| m.message).collect();
         self.calls.lock().unwrap().push(("group", ids));
+        tokio::time::sleep(self.answer_after).await;
         self.group_answer
             .lock()
             .unwrap()
@@ -105,7 +115,7 @@ async fn a_rejection_stops_its_key_only() {
         ev(5, Some("b"), "t"),
         ev(6, Some("c"), "t"),
     ];
-    let out = d.publish(&b).await;
+    let out = d.publish(&b, later()).await;
     assert_eq!(summary(&out), "RD-RD-");
     let calls = d.sink().calls.lock().unwrap().clone();
     // The refused event never reaches the broker; key a's second event is not sent.
@@ -126,7 +136,7 @@ async fn a_broker_outage_stops_the_rest_of_the_batch_and_resets() {
         down: vec![1, 2, 4],
         ..Fake::default()
     });
-    assert_eq!(summary(&down.publish(&b).await), "TT-T");
+    assert_eq!(summary(&down.publish(&b, later()).await), "TT-T");
     assert_eq!(down.sink().calls.lock().unwrap().len(), 1);
     assert_eq!(*down.sink().resets.lock().unwrap(), 1);
     // 4 went through in the same wave: 1 and 2 are their keys' trouble.
@@ -134,7 +144,7 @@ async fn a_broker_outage_stops_the_rest_of_the_batch_and_resets() {
         down: vec![1, 2],
         ..Fake::default()
     });
-    assert_eq!(summary(&d.publish(&b).await), "WW-D");
+    assert_eq!(summary(&d.publish(&b, later()).await), "WW-D");
     assert_eq!(*d.sink().resets.lock().unwrap(), 0);
 }
 
@@ -153,7 +163,7 @@ async fn a_key_the_broker_cannot_take_now_waits_alone() {
     ];
     // The broker took b and c in the same wave: only a waits, b's second
     // event still goes in this batch, and the sink is not reset.
-    assert_eq!(summary(&d.publish(&b).await), "WD-DD");
+    assert_eq!(summary(&d.publish(&b, later()).await), "WD-DD");
     let calls = d.sink().calls.lock().unwrap().clone();
     assert_eq!(calls, vec![("wave", vec![1, 2, 5]), ("wave", vec![4])]);
     assert_eq!(*d.sink().resets.lock().unwrap(), 0);
@@ -170,13 +180,13 @@ async fn deep_batches_go_as_one_group() {
         ev(2, Some("a"), "t"),
         ev(3, None, "t"),
     ];
-    assert_eq!(summary(&d.publish(&shallow).await), "DDD");
+    assert_eq!(summary(&d.publish(&shallow, later()).await), "DDD");
     let deep = vec![
         ev(4, Some("a"), "t"),
         ev(5, Some("a"), "t"),
         ev(6, Some("a"), "t"),
     ];
-    assert_eq!(summary(&d.publish(&deep).await), "DDD");
+    assert_eq!(summary(&d.publish(&deep, later()).await), "DDD");
     let calls = d.sink().calls.lock().unwrap().clone();
     assert_eq!(
         calls,
@@ -205,20 +215,20 @@ async fn groups_fall_back_to_waves_when_unclear_split_or_refused() {
         group_answer: Mutex::new(Some(GroupOutcome::Unclear)),
         ..Fake::default()
     });
-    assert_eq!(summary(&d.publish(&deep("t")).await), "DR-");
+    assert_eq!(summary(&d.publish(&deep("t"), later()).await), "DR-");
     assert_eq!(d.sink().calls.lock().unwrap()[0].0, "group");
     // A key over two topics, or an event the sink refuses: never a group.
     let d = Delivery::new(Fake {
         groups: policy,
         ..Fake::default()
     });
-    d.publish(&deep("other")).await;
+    d.publish(&deep("other"), later()).await;
     let d2 = Delivery::new(Fake {
         groups: policy,
         refuse: vec![3],
         ..Fake::default()
     });
-    assert_eq!(summary(&d2.publish(&deep("t")).await), "DDR");
+    assert_eq!(summary(&d2.publish(&deep("t"), later()).await), "DDR");
     for calls in [&d.sink().calls, &d2.sink().calls] {
         assert!(calls.lock().unwrap().iter().all(|c| c.0 == "wave"));
     }
@@ -228,6 +238,47 @@ async fn groups_fall_back_to_waves_when_unclear_split_or_refused() {
         group_answer: Mutex::new(Some(GroupOutcome::Failed(SinkError::transient("gone")))),
         ..Fake::default()
     });
-    assert_eq!(summary(&d.publish(&deep("t")).await), "T--");
+    assert_eq!(summary(&d.publish(&deep("t"), later()).await), "T--");
+    assert_eq!(*d.sink().resets.lock().unwrap(), 1);
+}
+
+// Paused clock: the sleeps below take no real time.
+#[tokio::test(start_paused = true)]
+async fn a_slow_broker_keeps_what_it_acknowledged_before_the_deadline() {
+    let d = Delivery::new(Fake {
+        answer_after: Duration::from_millis(10),
+        ..Fake::default()
+    });
+    let b = vec![
+        ev(1, Some("a"), "t"),
+        ev(2, Some("b"), "t"),
+        ev(3, Some("a"), "t"),
+        ev(4, Some("a"), "t"),
+        ev(5, Some("a"), "t"),
+    ];
+    // Waves answered at 10 and 20 ms count; the third is cut off at 25 ms
+    // (the broker may have it: transient, the sink is reset); the fourth is
+    // never sent.
+    let deadline = Instant::now() + Duration::from_millis(25);
+    assert_eq!(summary(&d.publish(&b, deadline).await), "DDDT-");
+    assert_eq!(d.sink().calls.lock().unwrap().len(), 3);
+    assert_eq!(*d.sink().resets.lock().unwrap(), 1);
+    // Out of time before the first wave: nothing sent, nothing to reset.
+    let d = Delivery::new(Fake::default());
+    assert_eq!(summary(&d.publish(&b, Instant::now()).await), "-----");
+    assert!(d.sink().calls.lock().unwrap().is_empty());
+    assert_eq!(*d.sink().resets.lock().unwrap(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_group_cut_off_by_the_deadline_is_undelivered() {
+    let d = Delivery::new(Fake {
+        groups: Some(GroupPolicy { min_key_depth: 2 }),
+        answer_after: Duration::from_millis(10),
+        ..Fake::default()
+    });
+    let b = vec![ev(1, Some("a"), "t"), ev(2, Some("a"), "t")];
+    let deadline = Instant::now() + Duration::from_millis(5);
+    assert_eq!(summary(&d.publish(&b, deadline).await), "T-");
     assert_eq!(*d.sink().resets.lock().unwrap(), 1);
 }

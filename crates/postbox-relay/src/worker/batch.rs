@@ -67,31 +67,25 @@ impl Worker {
         Ok(batch)
     }
 
-    /// The destination's answer per event; no answer within `publish_timeout`,
-    /// or a wrong number of answers, is a transient failure of the batch.
+    /// The destination's answer per event, by `publish_timeout`: what the
+    /// broker acknowledged before it is marked even when the rest is cut off
+    /// (see the delivery layer); a wrong number of answers is a transient
+    /// failure of the batch.
     async fn publish(&self, batch: &[OutboxEvent]) -> Vec<Outcome> {
-        let all_failed = |why: String| {
-            batch
-                .iter()
-                .map(|_| Outcome::Failed(SinkError::transient(why.clone())))
-                .collect()
-        };
-        match tokio::time::timeout(self.config.publish_timeout, self.sink.publish(batch)).await {
-            Ok(d) if d.len() == batch.len() => d,
-            Ok(d) => {
-                tracing::error!(sink = self.sink.name(), expected = batch.len(), got = d.len(), "sink broke its contract (wrong number of results); treating the batch as not delivered");
-                all_failed("sink returned a wrong number of results".into())
-            }
-            Err(_) => {
-                // The cut-off send may have left the client half-way (the
-                // delivery layer never saw an answer, so it did not reset).
-                self.sink.reset().await;
-                all_failed(format!(
-                    "no acknowledgement within publish_timeout ({:?})",
-                    self.config.publish_timeout
-                ))
-            }
+        let deadline = tokio::time::Instant::now() + self.config.publish_timeout;
+        let outcomes = self.sink.publish(batch, deadline).await;
+        if outcomes.len() == batch.len() {
+            return outcomes;
         }
+        tracing::error!(sink = self.sink.name(), expected = batch.len(), got = outcomes.len(), "sink broke its contract (wrong number of results); treating the batch as not delivered");
+        batch
+            .iter()
+            .map(|_| {
+                Outcome::Failed(SinkError::transient(
+                    "sink returned a wrong number of results",
+                ))
+            })
+            .collect()
     }
 
     async fn mark_sent(&self, tx: &mut PgConnection, sent: &[i64]) -> Result<(), sqlx::Error> {
