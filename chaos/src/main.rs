@@ -11,6 +11,7 @@ mod pg;
 mod proxy;
 mod scenarios;
 mod seed;
+mod sender;
 mod soak;
 mod world;
 
