@@ -51,6 +51,11 @@ const FILES: &[(i32, &str, &str)] = &[
         "0006_inbox_dead_letter",
         include_str!("../sql/migrations/0006_inbox_dead_letter.sql"),
     ),
+    (
+        7,
+        "0007_claim_by_partition",
+        include_str!("../sql/migrations/0007_claim_by_partition.sql"),
+    ),
 ];
 
 /// The migrations of this build, in order, rendered for `schema`.

@@ -4,9 +4,10 @@
 //! place to review locking and indexes); `{schema}` is the placeholder, filled
 //! with a validated [`SchemaName`], and `{publication}` the schema's
 //! publication name derived from it (`publication_name`). Everything else
-//! is a bind parameter.
+//! is a bind parameter. The claim is assembled from one branch per partition
+//! (`outbox_claim_batch.sql`, `outbox_claim_partition.sql`).
 
-use crate::SchemaName;
+use crate::{SchemaName, PARTITIONS};
 
 macro_rules! queries {
     ($($name:ident),* $(,)?) => {
@@ -22,9 +23,11 @@ macro_rules! queries {
         impl Queries {
             /// Render every query for `schema`.
             pub fn new(schema: &SchemaName) -> Self {
-                Queries {
+                let mut q = Queries {
                     $($name: render(include_str!(concat!("../sql/queries/", stringify!($name), ".sql")), schema),)*
-                }
+                };
+                q.outbox_claim_batch = q.outbox_claim_batch.replace("{each_partition}", &claim_branches(schema));
+                q
             }
         }
     };
@@ -95,6 +98,21 @@ pub fn render(template: &str, schema: &SchemaName) -> String {
         .replace("{publication}", &publication_name(schema))
 }
 
+/// The branches of the claim, one per partition, joined by `UNION ALL`; the
+/// branch's comment is left out (it would be repeated 64 times).
+fn claim_branches(schema: &SchemaName) -> String {
+    let branch: String = include_str!("../sql/queries/outbox_claim_partition.sql")
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("--"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let branch = render(&branch, schema);
+    (0..PARTITIONS)
+        .map(|p| branch.replace("{partition}", &p.to_string()))
+        .collect::<Vec<_>>()
+        .join("\nUNION ALL\n")
+}
+
 /// The publication `--notify logical` creates for `schema`'s outbox:
 /// `postbox_<schema>_outbox`, or, when that would pass PostgreSQL's 63-byte
 /// identifier limit (which would truncate it, and two long schema names could
@@ -122,6 +140,10 @@ mod tests {
     fn renders_every_placeholder() {
         let q = Queries::new(&SchemaName::new("shop").unwrap());
         assert!(q.outbox_claim_batch.contains("shop.outbox o"));
+        assert!(q.outbox_claim_batch.contains("a.partition_id = 63"));
+        assert_eq!(q.outbox_claim_batch.matches("\nUNION ALL\n").count(), 63);
+        assert!(!q.outbox_claim_batch.contains("{partition}"));
+        assert!(!q.outbox_claim_batch.contains("{each_partition}"));
         assert!(!format!("{q:?}").contains("{schema}"));
         assert!(!format!("{q:?}").contains("{publication}"));
         assert!(q

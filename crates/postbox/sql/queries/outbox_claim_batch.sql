@@ -1,4 +1,17 @@
--- Claim the next batch of the partitions this relay worker owns, in id order.
+-- Claim the next batch of the partitions this relay worker owns ($1), in id
+-- order, at most $2 rows.
+--
+-- The subquery is one branch per partition (outbox_claim_partition.sql, 64
+-- of them joined by UNION ALL, filled in by postbox::sql): each reads its partition's unsent rows in
+-- id order from outbox_unsent_by_partition, and a Merge Append takes the
+-- lowest ids across them, so the claim reads about $2 rows however the
+-- backlog is spread. A single scan in id order filtered by partition read
+-- every other partition's backlog when this worker's own partitions were
+-- empty or sparse. Branches of partitions this worker does not own stop at
+-- their one-time filter. The relay's sessions use generic plans
+-- (relay_session_limits.sql): a custom plan of 64 branches is planned again
+-- at every claim.
+--
 -- FOR UPDATE (not SKIP LOCKED): order per key matters more than parallel
 -- claims, and the advisory lock on each partition already keeps other relays
 -- away. Rows waiting out a retry backoff hold back later rows of their key.
@@ -6,16 +19,10 @@
 -- rows already sent) is still found here on the next scan.
 SELECT o.id, o.event_id, o.topic, o.event, o.key, o.payload, o.headers, o.attempts, o.created_at
   FROM {schema}.outbox o
- WHERE o.sent_at IS NULL
-   AND o.partition_id = ANY($1::smallint[])
-   AND (o.next_attempt_at IS NULL OR o.next_attempt_at <= now())
-   AND NOT EXISTS (
-        SELECT 1 FROM {schema}.outbox w
-         WHERE w.sent_at IS NULL
-           AND w.next_attempt_at IS NOT NULL
-           AND w.next_attempt_at > now()
-           AND w.key = o.key
-           AND w.id < o.id)
+ WHERE o.id = ANY(ARRAY(
+        SELECT c.id FROM ({each_partition}) c
+         ORDER BY c.id
+         LIMIT $2))
+   AND o.sent_at IS NULL
  ORDER BY o.id
- LIMIT $2
  FOR UPDATE OF o

@@ -3,10 +3,15 @@
 -- the server ends it, and its partition locks go with it, so another relay
 -- takes over. idle_session_timeout exists from PostgreSQL 14; before that only
 -- an open transaction is cut. TCP keepalives find a vanished peer even while
--- a statement waits. Session-level settings: nothing outside this session changes.
+-- a statement waits. Generic plans: the claim (outbox_claim_batch.sql) is
+-- written for one plan whatever partitions a worker owns, and a custom plan
+-- of its 64 branches costs more to make than to run. Session-level settings:
+-- nothing outside this session changes.
 SELECT set_config('idle_in_transaction_session_timeout', $1::text, false),
        CASE WHEN current_setting('server_version_num')::int >= 140000
             THEN set_config('idle_session_timeout', $1::text, false) END,
        set_config('tcp_keepalives_idle', greatest(1, $1::int / 3000)::text, false),
        set_config('tcp_keepalives_interval', greatest(1, $1::int / 6000)::text, false),
-       set_config('tcp_keepalives_count', '3', false)
+       set_config('tcp_keepalives_count', '3', false),
+       CASE WHEN current_setting('server_version_num')::int >= 120000
+            THEN set_config('plan_cache_mode', 'force_generic_plan', false) END
