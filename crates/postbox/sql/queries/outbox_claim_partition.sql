@@ -1,6 +1,7 @@
 -- One branch of outbox_claim_batch.sql: partition {partition}'s next
--- claimable rows, when this worker owns it.
-(SELECT a.id
+-- claimable rows, when this worker owns it. `id + 0` is the order of
+-- outbox_unsent_by_partition, which only that index provides (migration 0007).
+(SELECT a.id + 0 AS id
    FROM {schema}.outbox a
   WHERE a.sent_at IS NULL
     AND a.partition_id = {partition}
@@ -13,5 +14,5 @@
             AND w.next_attempt_at > now()
             AND w.key = a.key
             AND w.id < a.id)
-  ORDER BY a.id
+  ORDER BY a.id + 0
   LIMIT $2)
