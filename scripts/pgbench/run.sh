@@ -5,8 +5,7 @@
 #
 #   DATABASE_URL=postgres://... CLIENTS=16 DURATION=10 REPS=3 scripts/pgbench/run.sh [variant ...]
 #
-# Variants: alone plain outbox outbox_no_returning outbox_no_unique
-# outbox_no_partition outbox_no_partial outbox_no_checks outbox_bare outbox_v7.
+# Variants: see variants.sh (all of them by default).
 # Prints, per variant, transactions/s (median, min–max), the ratio to the
 # order alone, and the second row's cost as a multiple of the plain row's.
 set -euo pipefail
@@ -17,33 +16,21 @@ db="${DATABASE_URL:-postgres://postgres:postgres@127.0.0.1:5432/postbox_test}"
 clients="${CLIENTS:-16}"
 duration="${DURATION:-10}"
 reps="${REPS:-3}"
+source "$here/variants.sh"
 variants=("$@")
-[ ${#variants[@]} -gt 0 ] || variants=(alone plain outbox outbox_no_returning outbox_no_unique
-    outbox_no_partition outbox_no_partial outbox_no_checks outbox_bare outbox_v7)
+[ ${#variants[@]} -gt 0 ] || variants=("${ALL_VARIANTS[@]}")
 command -v pgbench >/dev/null || { echo "pgbench not found: apt-get install postgresql-client" >&2; exit 1; }
 
-psql -q "$db" -c "DROP SCHEMA IF EXISTS pgb CASCADE"
-cargo run -q -p postbox-cli -- migrate --database-url "$db" --schema pgb --notify off >/dev/null
-psql -q -v ON_ERROR_STOP=1 "$db" -f "$here/setup.sql"
+migrate_pgb "$db"
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"; psql -q "$db" -c "DROP SCHEMA IF EXISTS pgb CASCADE"' EXIT
-script() {
-    case "$1" in
-        alone | plain | outbox_v7) echo "$here/$1.sql" ;;
-        outbox) sed 's/{table}/outbox/; s/{returning}/\nRETURNING id, event_id/' "$here/outbox.sql.in" >"$work/$1.sql"; echo "$work/$1.sql" ;;
-        outbox_no_returning) sed 's/{table}/outbox/; s/{returning}//' "$here/outbox.sql.in" >"$work/$1.sql"; echo "$work/$1.sql" ;;
-        outbox_no_* | outbox_bare) sed "s/{table}/$1/; s/{returning}/\nRETURNING id, event_id/" "$here/outbox.sql.in" >"$work/$1.sql"; echo "$work/$1.sql" ;;
-        *) echo "unknown variant $1" >&2; exit 2 ;;
-    esac
-}
-tables="pgb.orders, pgb.plain, pgb.outbox, pgb.outbox_no_unique, pgb.outbox_no_partition, pgb.outbox_no_partial, pgb.outbox_no_checks, pgb.outbox_bare"
 results="$work/results"
 echo "pgbench: $clients clients, ${duration}s per run, $reps repetitions, $(nproc) cores"
 for rep in $(seq "$reps"); do
     for v in "${variants[@]}"; do
-        psql -q "$db" -c "TRUNCATE $tables RESTART IDENTITY" -c "CHECKPOINT"
-        tps=$(pgbench -n -M prepared -c "$clients" -j 2 -T "$duration" -f "$(script "$v")" "$db" 2>&1 |
+        psql -q "$db" -c "TRUNCATE $VARIANT_TABLES RESTART IDENTITY" -c "CHECKPOINT"
+        tps=$(pgbench -n -M prepared -c "$clients" -j 2 -T "$duration" -f "$(variant_script "$v" "$work")" "$db" 2>&1 |
             sed -n 's/^tps = \([0-9.]*\).*/\1/p' | tail -1)
         [ -n "$tps" ] || { echo "pgbench failed for $v" >&2; exit 1; }
         printf '  rep %s: %-22s %8.0f tps\n' "$rep" "$v" "$tps"

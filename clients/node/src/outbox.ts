@@ -26,7 +26,7 @@ export interface Event {
   key?: string | null;
   /** String headers; `traceparent` must be a W3C trace context. */
   headers?: Record<string, string>;
-  /** Idempotency id (a UUID); made by the database when absent. */
+  /** Idempotency id (a UUID); when absent, `enqueue` makes a time-ordered UUIDv7. */
   eventId?: string | null;
 }
 
@@ -114,7 +114,7 @@ export class Outbox {
   async enqueue(client: Queryable, event: Event): Promise<Enqueued> {
     validateEvent(event);
     const res = await this.#run(client, this.#sql.outboxInsert, [
-      event.eventId ?? null,
+      event.eventId ?? uuidv7(),
       event.topic,
       event.event,
       event.key ?? null,
@@ -129,7 +129,7 @@ export class Outbox {
     if (events.length === 0) return [];
     events.forEach(validateEvent);
     const res = await this.#run(client, this.#sql.outboxInsertMany, [
-      events.map((e) => e.eventId ?? null),
+      events.map((e) => e.eventId ?? uuidv7()),
       events.map((e) => e.topic),
       events.map((e) => e.event),
       events.map((e) => e.key ?? null),
@@ -147,6 +147,25 @@ export class Outbox {
       throw err;
     }
   }
+}
+
+/**
+ * A UUIDv7 (RFC 9562): 48 bits of Unix milliseconds, the version, then random
+ * bits. Ids made in time order keep the outbox's unique index on `event_id`
+ * growing at its right edge, and the database need not make one.
+ */
+export function uuidv7(): string {
+  const b = new Uint8Array(16);
+  globalThis.crypto.getRandomValues(b);
+  let ms = Date.now();
+  for (let i = 5; i >= 0; i--) {
+    b[i] = ms % 256;
+    ms = Math.floor(ms / 256);
+  }
+  b[6] = 0x70 | (b[6]! & 0x0f);
+  b[8] = 0x80 | (b[8]! & 0x3f);
+  const hex = Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
 
 // Passed as JSON text: node-postgres would turn a JS array into a PostgreSQL

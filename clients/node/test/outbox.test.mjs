@@ -45,7 +45,10 @@ test("enqueue writes the row the relay reads, committed with the caller's transa
       headers: { traceparent: TP, "x-tenant": "t1" },
     });
   });
-  assert.match(done.eventId, /^[0-9a-f-]{36}$/);
+  // Made here, time ordered: a UUIDv7 whose first 48 bits are the time in ms.
+  assert.match(done.eventId, /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  const ms = parseInt(done.eventId.replace(/-/g, "").slice(0, 12), 16);
+  assert.ok(Math.abs(ms - Date.now()) < 60_000, `${done.eventId} is not from now`);
   const { rows } = await pool.query(
     `SELECT id::text, event_id::text, topic, event, key, payload, headers, sent_at FROM ${schema}.outbox WHERE id = $1`,
     [done.id],
@@ -87,6 +90,7 @@ test("enqueueMany keeps the caller's order in one statement, with the caller's e
   const done = await inTransaction((tx) => outbox.enqueueMany(tx, events));
   assert.equal(done.length, 50);
   assert.equal(done[7].eventId, "0190d6a4-7a5e-7c1e-9d1e-000000000007");
+  assert.ok(done.filter((_, i) => i !== 7).every((d) => d.eventId[14] === "7"), "the others are UUIDv7");
   const { rows } = await pool.query(
     `SELECT (payload->>'n')::int AS n FROM ${schema}.outbox WHERE id = ANY($1::bigint[]) ORDER BY id`,
     [done.map((d) => d.id)],

@@ -56,6 +56,11 @@ const FILES: &[(i32, &str, &str)] = &[
         "0007_claim_by_partition",
         include_str!("../sql/migrations/0007_claim_by_partition.sql"),
     ),
+    (
+        8,
+        "0008_cheaper_row",
+        include_str!("../sql/migrations/0008_cheaper_row.sql"),
+    ),
 ];
 
 /// The migrations of this build, in order, rendered for `schema`.

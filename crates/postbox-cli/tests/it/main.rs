@@ -20,6 +20,7 @@ mod nats;
 mod node_interop;
 mod node_package;
 mod ops;
+mod outbox_row;
 mod producer;
 mod publish_modes;
 mod rabbitmq;
