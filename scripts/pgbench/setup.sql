@@ -55,3 +55,32 @@ ALTER TABLE pgb.outbox_0007
         ((hashtextextended(coalesce(key, event_id::text), 0) % 64 + 64) % 64)::smallint
     ) STORED;
 CREATE INDEX ON pgb.outbox_0007 (partition_id, (id + 0)) WHERE sent_at IS NULL;
+
+-- The default wake-up (`--notify adaptive`): the outbox with its deferred
+-- per-row trigger. No relay holds an armed lock here, as while one drains, so
+-- no NOTIFY is sent.
+CREATE TABLE pgb.outbox_adaptive (LIKE pgb.outbox INCLUDING ALL);
+CREATE CONSTRAINT TRIGGER outbox_notify_adaptive
+    AFTER INSERT ON pgb.outbox_adaptive
+    DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW EXECUTE FUNCTION pgb.postbox_outbox_notify_adaptive();
+
+-- The same with the trigger of migrations 0005-0008: a flag read from
+-- outbox_wakeup per row, all flags down as while a relay drains.
+CREATE FUNCTION pgb.notify_adaptive_0008() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(hashtext('postbox.wakeup.' || TG_TABLE_SCHEMA), 0);
+    IF EXISTS (SELECT 1 FROM pgb.outbox_wakeup w
+                WHERE w.partition_id = NEW.partition_id AND w.armed) THEN
+        PERFORM pg_notify('postbox_outbox', TG_TABLE_SCHEMA);
+    END IF;
+    RETURN NULL;
+END;
+$$;
+CREATE TABLE pgb.outbox_adaptive_0008 (LIKE pgb.outbox INCLUDING ALL);
+CREATE CONSTRAINT TRIGGER outbox_notify_adaptive
+    AFTER INSERT ON pgb.outbox_adaptive_0008
+    DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW EXECUTE FUNCTION pgb.notify_adaptive_0008();
+UPDATE pgb.outbox_wakeup SET armed = false;

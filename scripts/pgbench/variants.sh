@@ -6,9 +6,11 @@
 
 pgbench_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ALL_VARIANTS=(alone plain outbox outbox_0007 outbox_no_returning outbox_no_unique
-    outbox_no_partition outbox_no_partial outbox_no_checks outbox_bare outbox_v7)
+    outbox_no_partition outbox_no_partial outbox_no_checks outbox_bare outbox_v7
+    outbox_adaptive outbox_adaptive_0008)
 VARIANT_TABLES="pgb.orders, pgb.plain, pgb.outbox, pgb.outbox_0007, pgb.outbox_no_unique,
-    pgb.outbox_no_partition, pgb.outbox_no_partial, pgb.outbox_no_checks, pgb.outbox_bare"
+    pgb.outbox_no_partition, pgb.outbox_no_partial, pgb.outbox_no_checks, pgb.outbox_bare,
+    pgb.outbox_adaptive, pgb.outbox_adaptive_0008"
 
 # variant_script NAME WORKDIR: prints the path of NAME's pgbench script.
 variant_script() {
@@ -16,7 +18,7 @@ variant_script() {
     case "$v" in
         alone | plain | outbox_v7) echo "$pgbench_dir/$v.sql"; return ;;
         outbox_no_returning) table=outbox returning='' ;;
-        outbox | outbox_0007 | outbox_no_* | outbox_bare) ;;
+        outbox | outbox_0007 | outbox_no_* | outbox_bare | outbox_adaptive*) ;;
         *) echo "unknown variant $v (one of: ${ALL_VARIANTS[*]})" >&2; return 2 ;;
     esac
     sed "s/{table}/$table/; s/{returning}/$returning/" "$pgbench_dir/outbox.sql.in" >"$work/$v.sql"

@@ -61,6 +61,11 @@ const FILES: &[(i32, &str, &str)] = &[
         "0008_cheaper_row",
         include_str!("../sql/migrations/0008_cheaper_row.sql"),
     ),
+    (
+        9,
+        "0009_wakeup_by_lock",
+        include_str!("../sql/migrations/0009_wakeup_by_lock.sql"),
+    ),
 ];
 
 /// The migrations of this build, in order, rendered for `schema`.

@@ -51,7 +51,6 @@ queries!(
     server_wal_level,
     outbox_wakeup_arm,
     outbox_wakeup_disarm,
-    outbox_wakeup_fence,
     outbox_insert,
     outbox_insert_many,
     outbox_claim_batch,

@@ -127,13 +127,7 @@ async fn unsent(pool: &PgPool, schema: &str) -> i64 {
 /// partitions just before sleeping; harmless under `logical`).
 async fn wait_idle(pool: &PgPool, schema: &str) {
     wait_until(LONG, "the relay workers to go to sleep", || async {
-        sqlx::query_scalar::<_, i64>(&format!(
-            "SELECT count(*) FROM {schema}.outbox_wakeup WHERE armed"
-        ))
-        .fetch_one(pool)
-        .await
-        .unwrap()
-            == 64
+        armed_partitions(pool, schema).await == 64
     })
     .await;
 }

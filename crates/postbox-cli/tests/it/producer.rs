@@ -226,15 +226,7 @@ async fn adaptive_notify_wakes_an_idle_relay_and_spares_busy_producers() {
         &["--poll-interval", "60s", "--busy-poll-for", "300ms"],
         &[],
     );
-    let armed = || async {
-        sqlx::query_scalar::<_, i64>(&format!(
-            "SELECT count(*) FROM {}.outbox_wakeup WHERE armed",
-            ctx.schema
-        ))
-        .fetch_one(&ctx.pool)
-        .await
-        .unwrap()
-    };
+    let armed = || armed_partitions(&ctx.pool, &ctx.schema);
     wait_until(LONG, "the idle relay to arm all 64 partitions", || async {
         armed().await == 64
     })
@@ -281,5 +273,73 @@ async fn adaptive_notify_wakes_an_idle_relay_and_spares_busy_producers() {
     )
     .await;
     drop(relay);
+    ctx.cleanup().await;
+}
+
+/// Armed locks follow partition ownership: when a second relay joins, the
+/// first gives back half its partitions and their armed locks with them, so
+/// the newcomer can arm them and no producer NOTIFYs for a busy worker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn armed_locks_follow_partitions_between_relays() {
+    let ctx = Ctx::new("armed_move").await;
+    let schema = postbox::SchemaName::new(&ctx.schema).unwrap();
+    let mut conn = ctx.pool.acquire().await.unwrap();
+    postbox::migrate::run(&mut conn, &schema, postbox::migrate::WakeUp::Adaptive)
+        .await
+        .unwrap();
+    drop(conn);
+    let redis = postbox_testkit::redis_url();
+    let args = ["--poll-interval", "60s", "--busy-poll-for", "100ms"];
+    // Armed locks held by a session that does not own the partition.
+    let stray = || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT count(*) FROM pg_locks a
+              WHERE a.locktype = 'advisory' AND a.granted AND a.objsubid = 2
+                AND a.classid = hashtext('postbox.armed.' || $1)::oid
+                AND NOT EXISTS (
+                    SELECT 1 FROM pg_locks o
+                     WHERE o.locktype = 'advisory' AND o.granted AND o.objsubid = 2
+                       AND o.classid = hashtext('postbox.partition.' || $1)::oid
+                       AND o.objid = a.objid AND o.pid = a.pid)",
+        )
+        .bind(&ctx.schema)
+        .fetch_one(&ctx.pool)
+        .await
+        .unwrap()
+    };
+    let first = ctx.relay(&redis, &args, &[]);
+    wait_until(LONG, "the first relay to arm all 64 partitions", || async {
+        armed_partitions(&ctx.pool, &ctx.schema).await == 64
+    })
+    .await;
+    let second = ctx.relay(&redis, &args, &[]);
+    wait_until(
+        LONG,
+        "both relays asleep, each armed on what it owns",
+        || async {
+            let sessions: i64 = sqlx::query_scalar(
+                "SELECT count(DISTINCT pid) FROM pg_locks
+                  WHERE locktype = 'advisory' AND granted AND objsubid = 2
+                    AND classid = hashtext('postbox.armed.' || $1)::oid",
+            )
+            .bind(&ctx.schema)
+            .fetch_one(&ctx.pool)
+            .await
+            .unwrap();
+            sessions == 8 && armed_partitions(&ctx.pool, &ctx.schema).await == 64
+        },
+    )
+    .await;
+    assert_eq!(stray().await, 0);
+    // Both asleep: one commit wakes its partition's owner, whichever relay.
+    ctx.produce(vec![ctx.event("k0", 1)]).await;
+    wait_until(
+        std::time::Duration::from_secs(10),
+        "the NOTIFY to wake the owner",
+        || async { ctx.unsent().await == 0 },
+    )
+    .await;
+    drop(second);
+    drop(first);
     ctx.cleanup().await;
 }

@@ -470,3 +470,17 @@ impl Ctx {
         .unwrap();
     }
 }
+
+/// Partitions of `schema` whose relay worker sleeps: the armed locks its
+/// session holds (migration 0009), producers NOTIFY for them.
+pub async fn armed_partitions(pool: &sqlx::PgPool, schema: &str) -> i64 {
+    sqlx::query_scalar(
+        "SELECT count(*) FROM pg_locks
+          WHERE locktype = 'advisory' AND granted AND mode = 'ExclusiveLock'
+            AND objsubid = 2 AND classid = hashtext('postbox.armed.' || $1)::oid",
+    )
+    .bind(schema)
+    .fetch_one(pool)
+    .await
+    .unwrap()
+}

@@ -31,14 +31,10 @@ impl Worker {
         for (event, error) in &plan.deferred {
             self.defer(&mut tx, event, error).await?;
         }
-        if self.armed {
+        if !self.armed.is_empty() {
             // Awake and working: producers of these partitions may skip the
             // NOTIFY until this worker arms them again before sleeping.
-            sqlx::query(&self.q.outbox_wakeup_disarm)
-                .bind(&self.owned)
-                .execute(&mut *tx)
-                .await?;
-            self.armed = false;
+            self.disarm(&mut tx, None).await?;
         }
         tx.commit().await?;
         self.report(&batch, &plan, started);

@@ -32,9 +32,10 @@ pub(crate) struct Worker {
     servers: Arc<postbox::Servers>,
     /// Partitions whose advisory lock this worker's session holds.
     owned: Vec<i16>,
-    /// Whether all `owned` partitions are armed in `outbox_wakeup` (producers
-    /// NOTIFY for them): true only while this worker sleeps or is about to.
-    armed: bool,
+    /// Partitions whose armed lock this worker's session holds (migration
+    /// 0009): producers NOTIFY for them. Non-empty only while this worker
+    /// sleeps or is about to.
+    armed: Vec<i16>,
     failpoint: crate::failpoint::Failpoint,
 }
 
@@ -101,7 +102,7 @@ impl Worker {
             rebalance: signals.rebalance.subscribe(),
             shutdown,
             owned: Vec::new(),
-            armed: false,
+            armed: Vec::new(),
             app_name: format!("{instance}:worker"),
             servers,
             failpoint: crate::failpoint::Failpoint::from_env(),
@@ -132,8 +133,8 @@ impl Worker {
             // Claim at once on (re)connect: rows may have waited while we were away.
             let mut claim_now = true;
             let mut next_poll = Instant::now();
-            // Flags may be stale from an earlier session: arm again before sleeping.
-            self.armed = false;
+            // A new session holds no armed locks: arm again before sleeping.
+            self.armed.clear();
             let mut last_activity = Instant::now();
             let result: Result<(), sqlx::Error> = async {
                 let mut rebalance_now = false;
@@ -184,7 +185,7 @@ impl Worker {
                                 // Events just flowed: more are likely. A short
                                 // poll serves them without any NOTIFY.
                                 next_poll = now + self.config.busy_poll_interval;
-                            } else if !self.armed && !self.owned.is_empty() {
+                            } else if !self.owned.iter().all(|p| self.armed.contains(p)) {
                                 answered(silent, "arming wake-ups", self.arm(&mut conn)).await?;
                                 claim_now = true;
                             } else {

@@ -12,7 +12,7 @@ use super::Worker;
 use crate::partitions::{candidates, target_share};
 use crate::wake::rebalance_payload;
 use postbox::PARTITIONS;
-use sqlx::{Connection, PgConnection};
+use sqlx::PgConnection;
 use std::sync::atomic::Ordering::Relaxed;
 
 impl Worker {
@@ -53,12 +53,11 @@ impl Worker {
             self.stats
                 .owned
                 .fetch_sub((self.owned.len() - target) as i64, Relaxed);
-            let extra: Vec<i32> = self
-                .owned
-                .split_off(target)
-                .into_iter()
-                .map(i32::from)
-                .collect();
+            let extra = self.owned.split_off(target);
+            // Armed partitions given back would make their new owner's
+            // producers NOTIFY until this session ends.
+            self.disarm(conn, Some(&extra)).await?;
+            let extra: Vec<i32> = extra.into_iter().map(i32::from).collect();
             sqlx::query(&self.q.partition_release)
                 .bind(self.schema.as_str())
                 .bind(&extra)
@@ -77,9 +76,8 @@ impl Worker {
             if !got.is_empty() {
                 tracing::debug!(schema = %self.schema, acquired = ?got, members, "partitions acquired");
                 self.stats.owned.fetch_add(got.len() as i64, Relaxed);
+                // Not armed yet: the worker arms them before it sleeps.
                 self.owned.extend(got);
-                // The new partitions' flags are unknown: arm all before sleeping.
-                self.armed = false;
                 return Ok(true);
             }
         }
@@ -107,21 +105,46 @@ impl Worker {
         Ok(())
     }
 
-    /// About to sleep: ask producers to NOTIFY for this worker's partitions,
-    /// and wait out those that may have read the flag unset (the caller then
-    /// looks once more for rows committed before that).
+    /// About to sleep: ask producers to NOTIFY for this worker's partitions
+    /// by holding their armed locks. Taking a lock waits out the producers
+    /// committing a row of it (they hold its shared side until then), so the
+    /// caller's next look finds their rows.
     pub(super) async fn arm(&mut self, conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+        let new: Vec<i32> = self
+            .owned
+            .iter()
+            .filter(|p| !self.armed.contains(p))
+            .map(|&p| i32::from(p))
+            .collect();
         sqlx::query(&self.q.outbox_wakeup_arm)
-            .bind(&self.owned)
+            .bind(self.schema.as_str())
+            .bind(&new)
             .execute(&mut *conn)
             .await?;
-        let mut fence = conn.begin().await?;
-        sqlx::query(&self.q.outbox_wakeup_fence)
+        self.armed.extend(new.into_iter().map(|p| p as i16));
+        Ok(())
+    }
+
+    /// Release the armed locks of `only` (all when `None`): producers of those
+    /// partitions skip the NOTIFY again.
+    pub(super) async fn disarm(
+        &mut self,
+        conn: &mut PgConnection,
+        only: Option<&[i16]>,
+    ) -> Result<(), sqlx::Error> {
+        let (gone, kept): (Vec<i16>, Vec<i16>) = std::mem::take(&mut self.armed)
+            .into_iter()
+            .partition(|p| only.is_none_or(|o| o.contains(p)));
+        self.armed = kept;
+        if gone.is_empty() {
+            return Ok(());
+        }
+        let gone: Vec<i32> = gone.into_iter().map(i32::from).collect();
+        sqlx::query(&self.q.outbox_wakeup_disarm)
             .bind(self.schema.as_str())
-            .execute(&mut *fence)
+            .bind(&gone)
+            .execute(&mut *conn)
             .await?;
-        fence.commit().await?;
-        self.armed = true;
         Ok(())
     }
 }
