@@ -23,11 +23,9 @@ macro_rules! queries {
         impl Queries {
             /// Render every query for `schema`.
             pub fn new(schema: &SchemaName) -> Self {
-                let mut q = Queries {
+                Queries {
                     $($name: render(include_str!(concat!("../sql/queries/", stringify!($name), ".sql")), schema),)*
-                };
-                q.outbox_claim_batch = q.outbox_claim_batch.replace("{each_partition}", &claim_branches(schema));
-                q
+                }
             }
         }
     };
@@ -54,6 +52,7 @@ queries!(
     outbox_insert,
     outbox_insert_many,
     outbox_claim_batch,
+    outbox_claim_partition,
     outbox_mark_sent,
     outbox_delete_sent,
     outbox_record_failure,
@@ -97,19 +96,38 @@ pub fn render(template: &str, schema: &SchemaName) -> String {
         .replace("{publication}", &publication_name(schema))
 }
 
-/// The branches of the claim, one per partition, joined by `UNION ALL`; the
-/// branch's comment is left out (it would be repeated 64 times).
-fn claim_branches(schema: &SchemaName) -> String {
-    let branch: String = include_str!("../sql/queries/outbox_claim_partition.sql")
-        .lines()
-        .filter(|line| !line.trim_start().starts_with("--"))
-        .collect::<Vec<_>>()
-        .join("\n");
-    let branch = render(&branch, schema);
-    (0..PARTITIONS)
-        .map(|p| branch.replace("{partition}", &p.to_string()))
-        .collect::<Vec<_>>()
-        .join("\nUNION ALL\n")
+impl Queries {
+    /// The claim of a relay worker owning `owned` (`outbox_claim_batch.sql`):
+    /// one branch per owned partition (`outbox_claim_partition.sql`, its
+    /// comment left out), joined by `UNION ALL`; `$1` is the batch size. The
+    /// same set of partitions gives the same text, so a session prepares it
+    /// once. Nothing is claimed when `owned` is empty.
+    pub fn outbox_claim(&self, owned: &[i16]) -> String {
+        let mut owned: Vec<i16> = owned
+            .iter()
+            .copied()
+            .filter(|p| (0..PARTITIONS).contains(p))
+            .collect();
+        owned.sort_unstable();
+        owned.dedup();
+        let branch: String = self
+            .outbox_claim_partition
+            .lines()
+            .filter(|line| !line.trim_start().starts_with("--"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let branches = if owned.is_empty() {
+            "SELECT NULL::bigint AS id WHERE false".to_string()
+        } else {
+            owned
+                .iter()
+                .map(|p| branch.replace("{partition}", &p.to_string()))
+                .collect::<Vec<_>>()
+                .join("\nUNION ALL\n")
+        };
+        self.outbox_claim_batch
+            .replace("{each_partition}", &branches)
+    }
 }
 
 /// The publication `--notify logical` creates for `schema`'s outbox:
@@ -138,11 +156,15 @@ mod tests {
     #[test]
     fn renders_every_placeholder() {
         let q = Queries::new(&SchemaName::new("shop").unwrap());
-        assert!(q.outbox_claim_batch.contains("shop.outbox o"));
-        assert!(q.outbox_claim_batch.contains("a.partition_id = 63"));
-        assert_eq!(q.outbox_claim_batch.matches("\nUNION ALL\n").count(), 63);
-        assert!(!q.outbox_claim_batch.contains("{partition}"));
-        assert!(!q.outbox_claim_batch.contains("{each_partition}"));
+        let claim = q.outbox_claim(&[63, 5, 5, 17, 64, -1]);
+        assert!(claim.contains("shop.outbox o"));
+        assert!(claim.contains("a.partition_id = 63"));
+        assert_eq!(claim.matches("\nUNION ALL\n").count(), 2, "{claim}");
+        assert!(claim.find("= 5\n").unwrap() < claim.find("= 17\n").unwrap());
+        assert!(!claim.contains("{partition}"));
+        assert!(!claim.contains("{each_partition}"));
+        assert_eq!(claim, q.outbox_claim(&[17, 63, 5]), "one text per set");
+        assert!(q.outbox_claim(&[]).contains("WHERE false"));
         assert!(!format!("{q:?}").contains("{schema}"));
         assert!(!format!("{q:?}").contains("{publication}"));
         assert!(q

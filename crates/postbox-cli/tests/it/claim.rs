@@ -49,15 +49,21 @@ async fn partition_of(ctx: &Ctx, key: &str) -> i16 {
 
 /// Buffers the claim touches for `owned`, from EXPLAIN (ANALYZE, BUFFERS) of
 /// the prepared statement, and the rows it returns.
-async fn claim_cost(conn: &mut PgConnection, owned: &[i16], batch: i32) -> (i64, i64) {
-    let owned: Vec<String> = owned.iter().map(i16::to_string).collect();
+async fn claim_cost(conn: &mut PgConnection, q: &Queries, owned: &[i16], batch: i32) -> (i64, i64) {
+    sqlx::raw_sql(&format!("PREPARE claim(int) AS {}", q.outbox_claim(owned)))
+        .execute(&mut *conn)
+        .await
+        .unwrap();
     let plan: serde_json::Value = sqlx::query_scalar(&format!(
-        "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE claim('{{{}}}', {batch})",
-        owned.join(",")
+        "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE claim({batch})"
     ))
     .fetch_one(&mut *conn)
     .await
     .unwrap();
+    sqlx::raw_sql("DEALLOCATE claim")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
     let top = &plan[0]["Plan"];
     let blocks = ["Shared Hit Blocks", "Shared Read Blocks"]
         .iter()
@@ -82,13 +88,6 @@ async fn an_idle_worker_does_not_read_another_partitions_backlog() {
     const BACKLOG: i64 = 40_000;
     let hot = backlog(&ctx, "hot", BACKLOG).await;
     let mut conn = worker_session(&q).await;
-    sqlx::raw_sql(&format!(
-        "PREPARE claim(smallint[], int) AS {}",
-        q.outbox_claim_batch
-    ))
-    .execute(&mut conn)
-    .await
-    .unwrap();
 
     // Before and after the table's statistics know of the backlog, and with
     // statistics from before most of it was sent (normal for a queue): the
@@ -111,14 +110,15 @@ async fn an_idle_worker_does_not_read_another_partitions_backlog() {
             _ => "SELECT 1".into(),
         };
         sqlx::query(&sql).execute(&ctx.pool).await.unwrap();
-        let (idle_blocks, idle_rows) = claim_cost(&mut conn, &share(None, hot), 1000).await;
+        let (idle_blocks, idle_rows) = claim_cost(&mut conn, &q, &share(None, hot), 1000).await;
         assert_eq!(idle_rows, 0);
         assert!(
             idle_blocks < 200,
             "an idle worker's claim read {idle_blocks} blocks ({state}); \
              the backlog it does not own is {BACKLOG} rows"
         );
-        let (busy_blocks, busy_rows) = claim_cost(&mut conn, &share(Some(hot), hot), 1000).await;
+        let (busy_blocks, busy_rows) =
+            claim_cost(&mut conn, &q, &share(Some(hot), hot), 1000).await;
         assert_eq!(busy_rows, 1000);
         assert!(
             busy_blocks < 10_000,
@@ -183,8 +183,7 @@ async fn the_claim_takes_the_lowest_ids_of_the_owned_partitions() {
             // change after its fifth execution.
             for _ in 0..6 {
                 let mut tx = conn.begin().await.unwrap();
-                let got: Vec<i64> = sqlx::query_scalar(&q.outbox_claim_batch)
-                    .bind(&owned)
+                let got: Vec<i64> = sqlx::query_scalar(&q.outbox_claim(&owned))
                     .bind(batch)
                     .fetch_all(&mut *tx)
                     .await

@@ -52,8 +52,8 @@ impl Worker {
 
     /// The next batch of this worker's partitions, locked until the commit.
     async fn claim(&self, tx: &mut PgConnection) -> Result<Vec<OutboxEvent>, sqlx::Error> {
-        let mut batch: Vec<OutboxEvent> = sqlx::query_as(&self.q.outbox_claim_batch)
-            .bind(&self.owned)
+        let claim = self.q.outbox_claim(&self.owned);
+        let mut batch: Vec<OutboxEvent> = sqlx::query_as(&claim)
             .bind(self.config.batch_size)
             .fetch_all(&mut *tx)
             .await?;

@@ -1,16 +1,16 @@
--- Claim the next batch of the partitions this relay worker owns ($1), in id
--- order, at most $2 rows.
+-- Claim the next batch of the partitions this relay worker owns, in id
+-- order, at most $1 rows.
 --
--- The subquery is one branch per partition (outbox_claim_partition.sql, 64
--- of them joined by UNION ALL, filled in by postbox::sql): each reads its partition's unsent rows in
--- id order from outbox_unsent_by_partition, and a Merge Append takes the
--- lowest ids across them, so the claim reads about $2 rows however the
--- backlog is spread. A single scan in id order filtered by partition read
--- every other partition's backlog when this worker's own partitions were
--- empty or sparse. Branches of partitions this worker does not own stop at
--- their one-time filter. The relay's sessions use generic plans
--- (relay_session_limits.sql): a custom plan of 64 branches is planned again
--- at every claim.
+-- The subquery is one branch per owned partition (outbox_claim_partition.sql,
+-- joined by UNION ALL, filled in by postbox::sql::Queries::outbox_claim):
+-- each reads its partition's unsent rows in id order from
+-- outbox_unsent_by_partition, and a Merge Append takes the lowest ids across
+-- them, so the claim reads about $1 rows however the backlog is spread. A
+-- single scan in id order filtered by partition read every other partition's
+-- backlog when this worker's own partitions were empty or sparse. Only owned
+-- partitions have a branch: PostgreSQL sets up every branch of a plan at each
+-- execution, and 64 of them tripled what an empty claim costs, which a relay
+-- that keeps up pays at every busy poll.
 --
 -- FOR UPDATE (not SKIP LOCKED): order per key matters more than parallel
 -- claims, and the advisory lock on each partition already keeps other relays
@@ -22,7 +22,7 @@ SELECT o.id, o.event_id, o.topic, o.event, o.key, o.payload, o.headers, o.attemp
  WHERE o.id = ANY(ARRAY(
         SELECT c.id FROM ({each_partition}) c
          ORDER BY c.id
-         LIMIT $2))
+         LIMIT $1))
    AND o.sent_at IS NULL
  ORDER BY o.id
  FOR UPDATE OF o

@@ -1,11 +1,10 @@
 -- One branch of outbox_claim_batch.sql: partition {partition}'s next
--- claimable rows, when this worker owns it. `id + 0` is the order of
+-- claimable rows, for the worker that owns it. `id + 0` is the order of
 -- outbox_unsent_by_partition, which only that index provides (migration 0007).
 (SELECT a.id + 0 AS id
    FROM {schema}.outbox a
   WHERE a.sent_at IS NULL
     AND a.partition_id = {partition}
-    AND {partition} = ANY($1::smallint[])
     AND (a.next_attempt_at IS NULL OR a.next_attempt_at <= now())
     AND NOT EXISTS (
          SELECT 1 FROM {schema}.outbox w
@@ -15,4 +14,4 @@
             AND w.key = a.key
             AND w.id < a.id)
   ORDER BY a.id + 0
-  LIMIT $2)
+  LIMIT $1)

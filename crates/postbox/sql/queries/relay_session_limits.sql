@@ -3,9 +3,9 @@
 -- the server ends it, and its partition locks go with it, so another relay
 -- takes over. idle_session_timeout exists from PostgreSQL 14; before that only
 -- an open transaction is cut. TCP keepalives find a vanished peer even while
--- a statement waits. Generic plans: the claim (outbox_claim_batch.sql) is
--- written for one plan whatever partitions a worker owns, and a custom plan
--- of its 64 branches costs more to make than to run. Session-level settings:
+-- a statement waits. Generic plans: a custom plan of the claim
+-- (outbox_claim_batch.sql, a branch per owned partition) costs more to make
+-- than to run, and its only parameter is the batch size. Session-level settings:
 -- nothing outside this session changes.
 SELECT set_config('idle_in_transaction_session_timeout', $1::text, false),
        CASE WHEN current_setting('server_version_num')::int >= 140000
