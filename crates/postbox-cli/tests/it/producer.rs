@@ -343,3 +343,54 @@ async fn armed_locks_follow_partitions_between_relays() {
     drop(first);
     ctx.cleanup().await;
 }
+
+/// Arming does not wait for producers: while a long commit holds the shared
+/// side of every partition's armed lock, the relay stays awake (polling
+/// shortly, since it could not arm) and still delivers at once; it arms when
+/// the commit ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn arming_never_waits_for_a_committing_producer() {
+    let ctx = Ctx::new("arm_nowait").await;
+    let schema = postbox::SchemaName::new(&ctx.schema).unwrap();
+    let mut conn = ctx.pool.acquire().await.unwrap();
+    postbox::migrate::run(&mut conn, &schema, postbox::migrate::WakeUp::Adaptive)
+        .await
+        .unwrap();
+    drop(conn);
+    // A producer's commit as the trigger leaves it: the shared armed locks held.
+    let mut slow = ctx.pool.begin().await.unwrap();
+    let held: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM generate_series(0, 63) p
+          WHERE pg_try_advisory_xact_lock_shared(hashtext('postbox.armed.' || $1), p)",
+    )
+    .bind(&ctx.schema)
+    .fetch_one(&mut *slow)
+    .await
+    .unwrap();
+    assert_eq!(held, 64);
+    let redis = postbox_testkit::redis_url();
+    let relay = ctx.relay(
+        &redis,
+        &["--poll-interval", "60s", "--busy-poll-for", "100ms"],
+        &[],
+    );
+    relay.wait_for_line("relay started", LONG).await;
+    // Past busy_poll_for, the workers have tried to arm. A refused try leaves
+    // nothing to observe (that is the point), so this waits out the time.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    ctx.produce(vec![ctx.event("k0", 1)]).await;
+    wait_until(
+        std::time::Duration::from_secs(10),
+        "delivery while arming is refused",
+        || async { ctx.unsent().await == 0 },
+    )
+    .await;
+    assert_eq!(armed_partitions(&ctx.pool, &ctx.schema).await, 0);
+    slow.rollback().await.unwrap();
+    wait_until(LONG, "all 64 armed once the commit ended", || async {
+        armed_partitions(&ctx.pool, &ctx.schema).await == 64
+    })
+    .await;
+    drop(relay);
+    ctx.cleanup().await;
+}

@@ -186,8 +186,13 @@ impl Worker {
                                 // poll serves them without any NOTIFY.
                                 next_poll = now + self.config.busy_poll_interval;
                             } else if !self.owned.iter().all(|p| self.armed.contains(p)) {
-                                answered(silent, "arming wake-ups", self.arm(&mut conn)).await?;
-                                claim_now = true;
+                                // Armed: look once more before sleeping. Not all:
+                                // a producer is committing there, look shortly.
+                                if answered(silent, "arming wake-ups", self.arm(&mut conn)).await? {
+                                    claim_now = true;
+                                } else {
+                                    next_poll = now + self.config.busy_poll_interval;
+                                }
                             } else {
                                 next_poll = now + self.config.poll_interval;
                             }

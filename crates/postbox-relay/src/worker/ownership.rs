@@ -106,23 +106,25 @@ impl Worker {
     }
 
     /// About to sleep: ask producers to NOTIFY for this worker's partitions
-    /// by holding their armed locks. Taking a lock waits out the producers
-    /// committing a row of it (they hold its shared side until then), so the
-    /// caller's next look finds their rows.
-    pub(super) async fn arm(&mut self, conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+    /// by holding their armed locks. Returns whether all are armed: a lock a
+    /// producer's commit holds right now is not waited for (a worker arming
+    /// in turn would stall its partitions for as many commits), the caller
+    /// polls again soon and finds that row instead.
+    pub(super) async fn arm(&mut self, conn: &mut PgConnection) -> Result<bool, sqlx::Error> {
         let new: Vec<i32> = self
             .owned
             .iter()
             .filter(|p| !self.armed.contains(p))
             .map(|&p| i32::from(p))
             .collect();
-        sqlx::query(&self.q.outbox_wakeup_arm)
+        let got: Vec<i16> = sqlx::query_scalar(&self.q.outbox_wakeup_arm)
             .bind(self.schema.as_str())
             .bind(&new)
-            .execute(&mut *conn)
+            .fetch_all(&mut *conn)
             .await?;
-        self.armed.extend(new.into_iter().map(|p| p as i16));
-        Ok(())
+        let all = got.len() == new.len();
+        self.armed.extend(got);
+        Ok(all)
     }
 
     /// Release the armed locks of `only` (all when `None`): producers of those

@@ -9,9 +9,9 @@
 -- partition). At commit the trigger asks for the same lock in shared mode
 -- without waiting:
 --   * refused: the worker sleeps (or is about to), so NOTIFY;
---   * granted: held until this commit is visible. A worker arming meanwhile
---     waits for it, then looks once more and finds this row: the lock is the
---     fence too.
+--   * granted: held until this commit is visible. A worker trying to arm
+--     meanwhile is refused in turn and looks again shortly, finding this row;
+--     one that armed before looks once more after: the lock is the fence too.
 -- Nothing to read, no rights on any table: the function runs as the producer.
 -- A worker whose session ends drops its locks with it.
 --
