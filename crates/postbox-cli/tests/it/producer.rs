@@ -207,18 +207,23 @@ async fn notifications_during<F: std::future::Future<Output = ()>>(schema: &str,
     n
 }
 
-/// `--notify adaptive`: an idle relay is woken by the first commit at once
-/// (its partitions are armed), and while it is busy producers skip the NOTIFY;
-/// every event still arrives, in order.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn adaptive_notify_wakes_an_idle_relay_and_spares_busy_producers() {
-    let ctx = Ctx::new("adaptive").await;
+/// A test schema migrated with `--notify adaptive`.
+async fn adaptive_ctx(prefix: &str) -> Ctx {
+    let ctx = Ctx::new(prefix).await;
     let schema = postbox::SchemaName::new(&ctx.schema).unwrap();
     let mut conn = ctx.pool.acquire().await.unwrap();
     postbox::migrate::run(&mut conn, &schema, postbox::migrate::WakeUp::Adaptive)
         .await
         .unwrap();
-    drop(conn);
+    ctx
+}
+
+/// `--notify adaptive`: an idle relay is woken by the first commit at once
+/// (its partitions are armed), and while it is busy producers skip the NOTIFY;
+/// every event still arrives, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adaptive_notify_wakes_an_idle_relay_and_spares_busy_producers() {
+    let ctx = adaptive_ctx("adaptive").await;
     let redis = postbox_testkit::redis_url();
     // Polling far away: only a NOTIFY or the busy-poll can deliver in time.
     let relay = ctx.relay(
@@ -281,13 +286,7 @@ async fn adaptive_notify_wakes_an_idle_relay_and_spares_busy_producers() {
 /// the newcomer can arm them and no producer NOTIFYs for a busy worker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn armed_locks_follow_partitions_between_relays() {
-    let ctx = Ctx::new("armed_move").await;
-    let schema = postbox::SchemaName::new(&ctx.schema).unwrap();
-    let mut conn = ctx.pool.acquire().await.unwrap();
-    postbox::migrate::run(&mut conn, &schema, postbox::migrate::WakeUp::Adaptive)
-        .await
-        .unwrap();
-    drop(conn);
+    let ctx = adaptive_ctx("armed_move").await;
     let redis = postbox_testkit::redis_url();
     let args = ["--poll-interval", "60s", "--busy-poll-for", "100ms"];
     // Armed locks held by a session that does not own the partition.
@@ -350,13 +349,7 @@ async fn armed_locks_follow_partitions_between_relays() {
 /// the commit ends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn arming_never_waits_for_a_committing_producer() {
-    let ctx = Ctx::new("arm_nowait").await;
-    let schema = postbox::SchemaName::new(&ctx.schema).unwrap();
-    let mut conn = ctx.pool.acquire().await.unwrap();
-    postbox::migrate::run(&mut conn, &schema, postbox::migrate::WakeUp::Adaptive)
-        .await
-        .unwrap();
-    drop(conn);
+    let ctx = adaptive_ctx("arm_nowait").await;
     // A producer's commit as the trigger leaves it: the shared armed locks held.
     let mut slow = ctx.pool.begin().await.unwrap();
     let held: i64 = sqlx::query_scalar(
