@@ -172,13 +172,7 @@ async fn listener_reconnects_after_its_session_is_killed() {
     })
     .await;
     // Polling is a minute away: only the re-established LISTEN can deliver this quickly.
-    ctx.produce(vec![ctx.event("k", 1)]).await;
-    wait_until(
-        std::time::Duration::from_secs(10),
-        "delivery through the new listener",
-        || async { ctx.unsent().await == 0 },
-    )
-    .await;
+    delivered_promptly(&ctx, "k", "delivery through the new listener").await;
     assert!(
         relay.output().contains("relay listener") && relay.output().contains("reconnecting"),
         "{}",
@@ -205,6 +199,16 @@ async fn notifications_during<F: std::future::Future<Output = ()>>(schema: &str,
         }
     }
     n
+}
+
+/// One event of `key`, delivered within 10 s: sooner than any poll these
+/// tests configure, so only a wake-up (or a busy poll) can have done it.
+async fn delivered_promptly(ctx: &Ctx, key: &str, what: &str) {
+    ctx.produce(vec![ctx.event(key, 1)]).await;
+    wait_until(std::time::Duration::from_secs(10), what, || async {
+        ctx.unsent().await == 0
+    })
+    .await;
 }
 
 /// A test schema migrated with `--notify adaptive`.
@@ -239,13 +243,7 @@ async fn adaptive_notify_wakes_an_idle_relay_and_spares_busy_producers() {
 
     // One plain-SQL insert to an idle relay: woken by its NOTIFY.
     let n = notifications_during(&ctx.schema, async {
-        ctx.produce(vec![ctx.event("k0", 1)]).await;
-        wait_until(
-            std::time::Duration::from_secs(10),
-            "the NOTIFY to wake the idle relay",
-            || async { ctx.unsent().await == 0 },
-        )
-        .await;
+        delivered_promptly(&ctx, "k0", "the NOTIFY to wake the idle relay").await;
     })
     .await;
     assert_eq!(n, 1, "the commit to an idle relay notified");
@@ -331,13 +329,7 @@ async fn armed_locks_follow_partitions_between_relays() {
     .await;
     assert_eq!(stray().await, 0);
     // Both asleep: one commit wakes its partition's owner, whichever relay.
-    ctx.produce(vec![ctx.event("k0", 1)]).await;
-    wait_until(
-        std::time::Duration::from_secs(10),
-        "the NOTIFY to wake the owner",
-        || async { ctx.unsent().await == 0 },
-    )
-    .await;
+    delivered_promptly(&ctx, "k0", "the NOTIFY to wake the owner").await;
     drop(second);
     drop(first);
     ctx.cleanup().await;
@@ -371,13 +363,7 @@ async fn arming_never_waits_for_a_committing_producer() {
     // Past busy_poll_for, the workers have tried to arm. A refused try leaves
     // nothing to observe (that is the point), so this waits out the time.
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    ctx.produce(vec![ctx.event("k0", 1)]).await;
-    wait_until(
-        std::time::Duration::from_secs(10),
-        "delivery while arming is refused",
-        || async { ctx.unsent().await == 0 },
-    )
-    .await;
+    delivered_promptly(&ctx, "k0", "delivery while arming is refused").await;
     assert_eq!(armed_partitions(&ctx.pool, &ctx.schema).await, 0);
     slow.rollback().await.unwrap();
     wait_until(LONG, "all 64 armed once the commit ended", || async {

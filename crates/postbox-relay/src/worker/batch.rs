@@ -51,9 +51,12 @@ impl Worker {
     }
 
     /// The next batch of this worker's partitions, locked until the commit.
-    async fn claim(&self, tx: &mut PgConnection) -> Result<Vec<OutboxEvent>, sqlx::Error> {
-        let claim = self.q.outbox_claim(&self.owned);
-        let mut batch: Vec<OutboxEvent> = sqlx::query_as(&claim)
+    async fn claim(&mut self, tx: &mut PgConnection) -> Result<Vec<OutboxEvent>, sqlx::Error> {
+        // Built again only when ownership changed, not at every busy poll.
+        if self.claim_sql.0 != self.owned {
+            self.claim_sql = (self.owned.clone(), self.q.outbox_claim(&self.owned));
+        }
+        let mut batch: Vec<OutboxEvent> = sqlx::query_as(&self.claim_sql.1)
             .bind(self.config.batch_size)
             .fetch_all(&mut *tx)
             .await?;

@@ -36,6 +36,8 @@ pub(crate) struct Worker {
     /// 0009): producers NOTIFY for them. Non-empty only while this worker
     /// sleeps or is about to.
     armed: Vec<i16>,
+    /// The claim for the `owned` it was built for (`Queries::outbox_claim`).
+    claim_sql: (Vec<i16>, String),
     failpoint: crate::failpoint::Failpoint,
 }
 
@@ -103,6 +105,7 @@ impl Worker {
             shutdown,
             owned: Vec::new(),
             armed: Vec::new(),
+            claim_sql: (Vec::new(), String::new()),
             app_name: format!("{instance}:worker"),
             servers,
             failpoint: crate::failpoint::Failpoint::from_env(),
