@@ -143,7 +143,8 @@ async fn measure(ctx: &Ctx, v: Variant) -> Result<cpu::Measured, CliError> {
         if v.notify == WakeUp::Logical {
             super::latency::logical_streaming(ctx).await?;
         }
-        Some(task)
+        let before = stats.snapshot();
+        Some((task, stats, before))
     } else {
         None
     };
@@ -166,11 +167,23 @@ async fn measure(ctx: &Ctx, v: Variant) -> Result<cpu::Measured, CliError> {
         open.push(conn);
     }
     let measured = window.finish(total);
+    // How the relay kept up: small batches are what its work per event is about.
+    if let Some((_, stats, before)) = &relay {
+        let now = stats.snapshot();
+        let (events, batches) = (
+            now.published - before.published,
+            now.batches - before.batches,
+        );
+        println!(
+            "         relay: {events} events in {batches} batches ({:.1} a batch)",
+            events as f64 / batches.max(1) as f64
+        );
+    }
     for conn in open {
         conn.close().await?;
     }
     shutdown.cancel();
-    if let Some(task) = relay {
+    if let Some((task, ..)) = relay {
         task.await??;
     }
     super::latency::drop_publication(ctx, &schema).await?;

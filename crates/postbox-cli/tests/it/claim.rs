@@ -197,3 +197,64 @@ async fn the_claim_takes_the_lowest_ids_of_the_owned_partitions() {
     drop(conn);
     ctx.cleanup().await;
 }
+
+/// A worker's statements keep finding rows through the indexes when their
+/// plans were made while the outbox held a handful of rows (a fresh
+/// deployment; statistics never gathered): a plan cached then would otherwise
+/// scan the whole table, sent rows included, at every batch for the rest of
+/// the session.
+#[tokio::test]
+async fn plans_made_on_a_nearly_empty_outbox_keep_using_the_indexes() {
+    let ctx = Ctx::new("claim_young_plans").await;
+    let q = Queries::new(&SchemaName::new(&ctx.schema).unwrap());
+    sqlx::query(&format!(
+        "ALTER TABLE {}.outbox SET (autovacuum_enabled = false)",
+        ctx.schema
+    ))
+    .execute(&ctx.pool)
+    .await
+    .unwrap();
+    let p = backlog(&ctx, "young", 20).await;
+    let mut conn = worker_session(&q).await;
+    let statements = [
+        ("mark", q.outbox_mark_sent.as_str(), "ARRAY[0]::bigint[]"),
+        (
+            "delete",
+            q.outbox_delete_sent.as_str(),
+            "ARRAY[0]::bigint[]",
+        ),
+        ("defer", q.outbox_defer.as_str(), "0, 'e', 1000"),
+    ];
+    let claim = q.outbox_claim(&[p]);
+    let statements = statements
+        .into_iter()
+        .chain([("claim", claim.as_str(), "1000")]);
+    let mut prepared = Vec::new();
+    for (name, sql, args) in statements {
+        // Made and cached (generic plans) while the table is young; id 0
+        // does not exist, so the rows stay as they are.
+        sqlx::raw_sql(&format!("PREPARE {name} AS {sql}; EXECUTE {name}({args})"))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        prepared.push((name, args));
+    }
+    backlog(&ctx, "old", 5000).await;
+    sqlx::query(&format!("UPDATE {}.outbox SET sent_at = now()", ctx.schema))
+        .execute(&ctx.pool)
+        .await
+        .unwrap();
+    for (name, args) in prepared {
+        let plan: Vec<String> = sqlx::query_scalar(&format!("EXPLAIN EXECUTE {name}({args})"))
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+        let plan = plan.join("\n");
+        assert!(
+            !plan.contains("Seq Scan"),
+            "{name}, planned on a young outbox, scans the whole table:\n{plan}"
+        );
+    }
+    drop(conn);
+    ctx.cleanup().await;
+}

@@ -5,7 +5,11 @@
 -- an open transaction is cut. TCP keepalives find a vanished peer even while
 -- a statement waits. Generic plans: a custom plan of the claim
 -- (outbox_claim_batch.sql, a branch per owned partition) costs more to make
--- than to run, and its only parameter is the batch size. Session-level settings:
+-- than to run, and its only parameter is the batch size. No sequential scans:
+-- every statement of a worker finds its rows by id or partition, and a plan
+-- made while the outbox was nearly empty (a fresh deployment, a server whose
+-- statistics are stale) would otherwise scan the whole table at every batch
+-- for the rest of the session, sent rows included. Session-level settings:
 -- nothing outside this session changes.
 SELECT set_config('idle_in_transaction_session_timeout', $1::text, false),
        CASE WHEN current_setting('server_version_num')::int >= 140000
@@ -14,4 +18,5 @@ SELECT set_config('idle_in_transaction_session_timeout', $1::text, false),
        set_config('tcp_keepalives_interval', greatest(1, $1::int / 6000)::text, false),
        set_config('tcp_keepalives_count', '3', false),
        CASE WHEN current_setting('server_version_num')::int >= 120000
-            THEN set_config('plan_cache_mode', 'force_generic_plan', false) END
+            THEN set_config('plan_cache_mode', 'force_generic_plan', false) END,
+       set_config('enable_seqscan', 'off', false)
