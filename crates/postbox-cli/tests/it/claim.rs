@@ -36,6 +36,17 @@ async fn backlog(ctx: &Ctx, key: &str, rows: i64) -> i16 {
     partition_of(ctx, key).await
 }
 
+/// No autovacuum on the outbox: its statistics change only when a test says so.
+async fn statistics_stay_as_they_are(ctx: &Ctx) {
+    sqlx::query(&format!(
+        "ALTER TABLE {}.outbox SET (autovacuum_enabled = false)",
+        ctx.schema
+    ))
+    .execute(&ctx.pool)
+    .await
+    .unwrap();
+}
+
 async fn partition_of(ctx: &Ctx, key: &str) -> i16 {
     sqlx::query_scalar(&format!(
         "SELECT partition_id FROM {}.outbox WHERE key = $1 LIMIT 1",
@@ -93,13 +104,7 @@ async fn an_idle_worker_does_not_read_another_partitions_backlog() {
     // statistics from before most of it was sent (normal for a queue): the
     // primary key also yields id order, and must not be walked over the sent
     // rows instead.
-    sqlx::query(&format!(
-        "ALTER TABLE {}.outbox SET (autovacuum_enabled = false)",
-        ctx.schema
-    ))
-    .execute(&ctx.pool)
-    .await
-    .unwrap();
+    statistics_stay_as_they_are(&ctx).await;
     for state in ["never analyzed", "analyzed", "analyzed, then 30,000 sent"] {
         let sql = match state {
             "analyzed" => format!("ANALYZE {}.outbox", ctx.schema),
@@ -207,13 +212,7 @@ async fn the_claim_takes_the_lowest_ids_of_the_owned_partitions() {
 async fn plans_made_on_a_nearly_empty_outbox_keep_using_the_indexes() {
     let ctx = Ctx::new("claim_young_plans").await;
     let q = Queries::new(&SchemaName::new(&ctx.schema).unwrap());
-    sqlx::query(&format!(
-        "ALTER TABLE {}.outbox SET (autovacuum_enabled = false)",
-        ctx.schema
-    ))
-    .execute(&ctx.pool)
-    .await
-    .unwrap();
+    statistics_stay_as_they_are(&ctx).await;
     let p = backlog(&ctx, "young", 20).await;
     let mut conn = worker_session(&q).await;
     let statements = [
