@@ -215,6 +215,7 @@ async fn plans_made_on_a_nearly_empty_outbox_keep_using_the_indexes() {
     statistics_stay_as_they_are(&ctx).await;
     let p = backlog(&ctx, "young", 20).await;
     let mut conn = worker_session(&q).await;
+    let claim = q.outbox_claim(&[p]);
     let statements = [
         ("mark", q.outbox_mark_sent.as_str(), "ARRAY[0]::bigint[]"),
         (
@@ -223,12 +224,8 @@ async fn plans_made_on_a_nearly_empty_outbox_keep_using_the_indexes() {
             "ARRAY[0]::bigint[]",
         ),
         ("defer", q.outbox_defer.as_str(), "0, 'e', 1000"),
+        ("claim", claim.as_str(), "1000"),
     ];
-    let claim = q.outbox_claim(&[p]);
-    let statements = statements
-        .into_iter()
-        .chain([("claim", claim.as_str(), "1000")]);
-    let mut prepared = Vec::new();
     for (name, sql, args) in statements {
         // Made and cached (generic plans) while the table is young; id 0
         // does not exist, so the rows stay as they are.
@@ -236,14 +233,13 @@ async fn plans_made_on_a_nearly_empty_outbox_keep_using_the_indexes() {
             .execute(&mut conn)
             .await
             .unwrap();
-        prepared.push((name, args));
     }
     backlog(&ctx, "old", 5000).await;
     sqlx::query(&format!("UPDATE {}.outbox SET sent_at = now()", ctx.schema))
         .execute(&ctx.pool)
         .await
         .unwrap();
-    for (name, args) in prepared {
+    for (name, _, args) in statements {
         let plan: Vec<String> = sqlx::query_scalar(&format!("EXPLAIN EXECUTE {name}({args})"))
             .fetch_all(&mut conn)
             .await
