@@ -12,7 +12,7 @@
 # Needs valgrind, pgbench and PostgreSQL's server binaries (Debian: valgrind,
 # postgresql). Takes about half a minute per variant.
 set -euo pipefail
-export PGOPTIONS="-c client_min_messages=warning"
+export PGOPTIONS="${PGOPTIONS:-} -c client_min_messages=warning"
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/variants.sh"
 n1="${N1:-200}"
@@ -93,6 +93,7 @@ for v in "${variants[@]}"; do
     a="$(backend_instructions "$n1" "$s")"
     b="$(backend_instructions "$n2" "$s")"
     per_tx=$(((b - a) / (n2 - n1)))
+    v="$(basename "$v" .sql)"
     printf '  %-22s %9d instructions per transaction\n' "$v" "$per_tx"
     echo "$v $per_tx" >>"$results"
 done

@@ -12,10 +12,12 @@ VARIANT_TABLES="pgb.orders, pgb.plain, pgb.outbox, pgb.outbox_0007, pgb.outbox_n
     pgb.outbox_no_partition, pgb.outbox_no_partial, pgb.outbox_no_checks, pgb.outbox_bare,
     pgb.outbox_adaptive, pgb.outbox_adaptive_0008"
 
-# variant_script NAME WORKDIR: prints the path of NAME's pgbench script.
+# variant_script NAME WORKDIR: prints the path of NAME's pgbench script (a
+# path to a .sql file is its own script: relay.sh's variants).
 variant_script() {
     local v="$1" work="$2" table="$1" returning='\nRETURNING id, event_id'
     case "$v" in
+        *.sql) echo "$v"; return ;;
         alone | plain | outbox_v7) echo "$pgbench_dir/$v.sql"; return ;;
         outbox_no_returning) table=outbox returning='' ;;
         outbox | outbox_0007 | outbox_no_* | outbox_bare | outbox_adaptive*) ;;

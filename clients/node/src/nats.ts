@@ -16,10 +16,19 @@ export const HEADER_KEY = "postbox-key";
 /**
  * The settings of a durable pull consumer the inbox needs: explicit acks,
  * redelivery after 60 s, never given up on (`max_deliver` unlimited: the
- * inbox's retry policy and dead letters decide). For `jsm.consumers.add`.
+ * inbox's retry policy and dead letters decide), one message unacked at a
+ * time (`max_ack_pending` 1: with more, a consumer that dies leaves what it
+ * was handed waiting out `ack_wait` while later messages take effect first
+ * at its successor). For `jsm.consumers.add`.
  */
 export function consumerConfig(durable: string): Partial<ConsumerConfig> {
-  return { durable_name: durable, ack_policy: AckPolicy.Explicit, ack_wait: 60_000_000_000, max_deliver: -1 };
+  return {
+    durable_name: durable,
+    ack_policy: AckPolicy.Explicit,
+    ack_wait: 60_000_000_000,
+    max_deliver: -1,
+    max_ack_pending: 1,
+  };
 }
 
 /**

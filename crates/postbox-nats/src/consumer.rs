@@ -8,7 +8,10 @@
 //! one is retried in place. Keep `ack_wait` longer than the handler's retry
 //! policy takes (or a message is redelivered while still in hand; the inbox
 //! then skips it once committed), and one consumer instance per durable
-//! consumer where per-key order matters.
+//! consumer where per-key order matters. [`consumer_config`] lets one message
+//! at a time be unacknowledged: with more, a consumer that dies leaves the
+//! messages it was handed waiting out `ack_wait` while later ones go to its
+//! successor, and those take effect first.
 
 use futures::StreamExt;
 use postbox::{BoxError, Handler, InboxConsumer, Message};
@@ -16,15 +19,19 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// A durable pull consumer that acknowledges explicitly, redelivers what
-/// was not acknowledged after 60 s, and never gives up on a message
+/// was not acknowledged after 60 s, never gives up on a message
 /// (`max_deliver` unlimited: the inbox loop's retry policy and dead letters
-/// decide when a message is given up). Change fields before creating it.
+/// decide when a message is given up), and hands out one message at a time
+/// (`max_ack_pending` 1: stream order holds across a consumer's crash; raise
+/// it where order does not matter, for throughput). Change fields before
+/// creating it.
 pub fn consumer_config(durable: &str) -> async_nats::jetstream::consumer::pull::Config {
     async_nats::jetstream::consumer::pull::Config {
         durable_name: Some(durable.to_owned()),
         ack_policy: async_nats::jetstream::consumer::AckPolicy::Explicit,
         ack_wait: Duration::from_secs(60),
         max_deliver: -1,
+        max_ack_pending: 1,
         ..Default::default()
     }
 }

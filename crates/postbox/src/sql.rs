@@ -4,8 +4,10 @@
 //! place to review locking and indexes); `{schema}` is the placeholder, filled
 //! with a validated [`SchemaName`], and `{publication}` the schema's
 //! publication name derived from it (`publication_name`). Everything else
-//! is a bind parameter. The claim is assembled from one branch per partition
-//! (`outbox_claim_batch.sql`, `outbox_claim_partition.sql`).
+//! is a bind parameter. The claim while a backlog is worked off is assembled
+//! from one branch per partition (`outbox_claim_batch.sql`,
+//! `outbox_claim_partition.sql`); the claim of a worker that keeps up
+//! (`outbox_claim_sorted.sql`) is one statement.
 
 use crate::{SchemaName, PARTITIONS};
 
@@ -53,6 +55,7 @@ queries!(
     outbox_insert_many,
     outbox_claim_batch,
     outbox_claim_partition,
+    outbox_claim_sorted,
     outbox_mark_sent,
     outbox_delete_sent,
     outbox_record_failure,

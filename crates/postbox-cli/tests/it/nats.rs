@@ -267,7 +267,7 @@ async fn nats_replicated_stream_keeps_every_event_when_a_server_dies() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn nats_inbox_consumer_applies_each_message_once_across_a_crash() {
+async fn nats_inbox_consumer_applies_each_message_once_and_in_order_across_a_crash() {
     let ctx = Ctx::new("natsin").await;
     let nats = NatsServer::start("").await;
     let stream = stream_name(&ctx);
@@ -305,10 +305,29 @@ async fn nats_inbox_consumer_applies_each_message_once_across_a_crash() {
         task.abort();
         let _ = task.await;
     }
+    // Published after the crash: a consumer that had been handed messages
+    // 6-20 would leave them waiting out ack_wait while these take effect.
+    ctx.produce((21..=30).map(|i| ctx.event("k", i)).collect())
+        .await;
+    wait_until(LONG, "rows sent", || async { ctx.unsent().await == 0 }).await;
     let second = Effects::new(&ctx.schema, key, None);
     let stop = postbox_nats::CancellationToken::new();
     let consume = postbox_nats::inbox_consumer(&inbox, &durable, &*second, stop.clone());
-    recovers_once(&ctx, &second, 20, &stop, consume).await;
+    recovers_once(&ctx, &second, 30, &stop, consume).await;
+    let seq = ctx.rows_by_event_id().await;
+    let applied: Vec<String> = sqlx::query_scalar(&format!(
+        "SELECT message_id FROM {}.effects ORDER BY n",
+        ctx.schema
+    ))
+    .fetch_all(&ctx.pool)
+    .await
+    .unwrap();
+    let order: Vec<i64> = applied.iter().map(|id| seq[id].1).collect();
+    assert_eq!(
+        order,
+        (1..=30).collect::<Vec<_>>(),
+        "effects in stream order"
+    );
     drop(relay);
     ctx.cleanup().await;
 }

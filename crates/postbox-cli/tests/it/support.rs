@@ -431,7 +431,7 @@ impl Ctx {
     /// and 20 events of key "k" in the outbox.
     pub async fn twenty_events_and_an_effects_table(&self) {
         sqlx::raw_sql(&format!(
-            "CREATE TABLE {}.effects (message_id text NOT NULL, key text)",
+            "CREATE TABLE {}.effects (message_id text NOT NULL, key text, n bigserial)",
             self.schema
         ))
         .execute(&self.pool)

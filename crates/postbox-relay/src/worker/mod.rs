@@ -38,6 +38,10 @@ pub(crate) struct Worker {
     armed: Vec<i16>,
     /// The claim for the `owned` it was built for (`Queries::outbox_claim`).
     claim_sql: (Vec<i16>, String),
+    /// The last claim found less than a batch: the next one sorts what the
+    /// owned partitions hold (`outbox_claim_sorted.sql`) instead of merging a
+    /// scan per partition.
+    keeping_up: bool,
     failpoint: crate::failpoint::Failpoint,
 }
 
@@ -106,6 +110,8 @@ impl Worker {
             owned: Vec::new(),
             armed: Vec::new(),
             claim_sql: (Vec::new(), String::new()),
+            // A relay starting may face a backlog.
+            keeping_up: false,
             app_name: format!("{instance}:worker"),
             servers,
             failpoint: crate::failpoint::Failpoint::from_env(),

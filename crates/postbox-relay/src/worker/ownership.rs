@@ -78,6 +78,8 @@ impl Worker {
                 self.stats.owned.fetch_add(got.len() as i64, Relaxed);
                 // Not armed yet: the worker arms them before it sleeps.
                 self.owned.extend(got);
+                // Taken over from a worker that left, they may hold a backlog.
+                self.keeping_up = false;
                 return Ok(true);
             }
         }

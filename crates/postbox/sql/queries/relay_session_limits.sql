@@ -9,7 +9,10 @@
 -- every statement of a worker finds its rows by id or partition, and a plan
 -- made while the outbox was nearly empty (a fresh deployment, a server whose
 -- statistics are stale) would otherwise scan the whole table at every batch
--- for the rest of the session, sent rows included. Session-level settings:
+-- for the rest of the session, sent rows included. No bitmap scans either:
+-- a bitmap scan reads the index entries of rows sent since the last vacuum
+-- at every claim, where an index scan marks them dead the first time
+-- (outbox_claim_sorted.sql would otherwise get one). Session-level settings:
 -- nothing outside this session changes.
 SELECT set_config('idle_in_transaction_session_timeout', $1::text, false),
        CASE WHEN current_setting('server_version_num')::int >= 140000
@@ -19,4 +22,5 @@ SELECT set_config('idle_in_transaction_session_timeout', $1::text, false),
        set_config('tcp_keepalives_count', '3', false),
        CASE WHEN current_setting('server_version_num')::int >= 120000
             THEN set_config('plan_cache_mode', 'force_generic_plan', false) END,
-       set_config('enable_seqscan', 'off', false)
+       set_config('enable_seqscan', 'off', false),
+       set_config('enable_bitmapscan', 'off', false)
