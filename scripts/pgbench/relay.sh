@@ -32,7 +32,9 @@ merge = query("outbox_claim_batch").replace(
     "{each_partition}",
     "\nUNION ALL\n".join(branch.replace("{partition}", str(p)) for p in owned))
 owned_array = "ARRAY[%s]::smallint[]" % ",".join(map(str, owned))
-sorted_ = query("outbox_claim_sorted").replace("$2::smallint[]", owned_array)
+# The sorted claim: the same statement, one branch for all owned partitions.
+sorted_ = query("outbox_claim_batch").replace(
+    "{each_partition}", branch.replace("{partition}", "ANY(%s)" % owned_array))
 merge, sorted_ = (q.replace("$1", "1000") for q in (merge, sorted_))
 mark = query("outbox_mark_sent").replace("$1::bigint[]", ":ids::bigint[]")
 

@@ -1,6 +1,6 @@
 //! The relay's claims, run as a relay worker's session runs them: the merge of
 //! one scan per partition (`outbox_claim_batch.sql`) and the sorted claim of a
-//! worker that keeps up (`outbox_claim_sorted.sql`). What they take, and that
+//! worker that keeps up (`Queries::outbox_claim_sorted`). What they take, and that
 //! what they read follows the owned partitions, not the backlog of others.
 
 use crate::support::*;
@@ -73,7 +73,7 @@ impl Claim {
         match self {
             Claim::Merge => (q.outbox_claim(owned), "int", batch.to_string()),
             Claim::Sorted => (
-                q.outbox_claim_sorted.clone(),
+                q.outbox_claim_sorted(),
                 "int, smallint[]",
                 format!(
                     "{batch}, '{{{}}}'",
@@ -96,12 +96,11 @@ impl Claim {
         batch: i32,
     ) -> Vec<i64> {
         let merge = q.outbox_claim(owned);
+        let sorted = q.outbox_claim_sorted();
         let mut tx = conn.begin().await.unwrap();
         let got = match self {
             Claim::Merge => sqlx::query_as::<_, (i64,)>(&merge).bind(batch),
-            Claim::Sorted => sqlx::query_as::<_, (i64,)>(&q.outbox_claim_sorted)
-                .bind(batch)
-                .bind(owned),
+            Claim::Sorted => sqlx::query_as::<_, (i64,)>(&sorted).bind(batch).bind(owned),
         }
         .fetch_all(&mut *tx)
         .await
@@ -280,6 +279,7 @@ async fn plans_made_on_a_nearly_empty_outbox_keep_using_the_indexes() {
     let p = backlog(&ctx, "young", 20).await;
     let mut conn = worker_session(&q).await;
     let claim = q.outbox_claim(&[p]);
+    let sorted = q.outbox_claim_sorted();
     let sorted_args = format!("1000, ARRAY[{p}]::smallint[]");
     let statements = [
         ("mark", q.outbox_mark_sent.as_str(), "ARRAY[0]::bigint[]"),
@@ -290,11 +290,7 @@ async fn plans_made_on_a_nearly_empty_outbox_keep_using_the_indexes() {
         ),
         ("defer", q.outbox_defer.as_str(), "0, 'e', 1000"),
         ("claim", claim.as_str(), "1000"),
-        (
-            "claim_sorted",
-            q.outbox_claim_sorted.as_str(),
-            sorted_args.as_str(),
-        ),
+        ("claim_sorted", sorted.as_str(), sorted_args.as_str()),
     ];
     for (name, sql, args) in statements {
         // Made and cached (generic plans) while the table is young; id 0

@@ -53,7 +53,7 @@ impl Worker {
     /// The next batch of this worker's partitions, locked until the commit.
     async fn claim(&mut self, tx: &mut PgConnection) -> Result<Vec<OutboxEvent>, sqlx::Error> {
         let mut batch: Vec<OutboxEvent> = if self.keeping_up {
-            sqlx::query_as(&self.q.outbox_claim_sorted)
+            sqlx::query_as(&self.claim_sorted)
                 .bind(self.config.batch_size)
                 .bind(&self.owned)
                 .fetch_all(&mut *tx)

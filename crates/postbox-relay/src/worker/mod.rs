@@ -39,9 +39,11 @@ pub(crate) struct Worker {
     /// The claim for the `owned` it was built for (`Queries::outbox_claim`).
     claim_sql: (Vec<i16>, String),
     /// The last claim found less than a batch: the next one sorts what the
-    /// owned partitions hold (`outbox_claim_sorted.sql`) instead of merging a
+    /// owned partitions hold (`claim_sorted`) instead of merging a
     /// scan per partition.
     keeping_up: bool,
+    /// `Queries::outbox_claim_sorted`, for whichever partitions are owned.
+    claim_sorted: String,
     failpoint: crate::failpoint::Failpoint,
 }
 
@@ -96,8 +98,10 @@ impl Worker {
             instance,
             servers,
         } = parts;
+        let q = Queries::new(&schema);
         Worker {
-            q: Queries::new(&schema),
+            claim_sorted: q.outbox_claim_sorted(),
+            q,
             // Spread the workers' first choices over the partition ring.
             seed: n * (PARTITIONS as usize / config.workers.max(1)) + std::process::id() as usize,
             config,

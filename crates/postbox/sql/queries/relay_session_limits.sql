@@ -12,7 +12,7 @@
 -- for the rest of the session, sent rows included. No bitmap scans either:
 -- a bitmap scan reads the index entries of rows sent since the last vacuum
 -- at every claim, where an index scan marks them dead the first time
--- (outbox_claim_sorted.sql would otherwise get one). Session-level settings:
+-- (Queries::outbox_claim_sorted would otherwise get one). Session-level settings:
 -- nothing outside this session changes.
 SELECT set_config('idle_in_transaction_session_timeout', $1::text, false),
        CASE WHEN current_setting('server_version_num')::int >= 140000
