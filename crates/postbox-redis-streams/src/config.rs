@@ -2,6 +2,23 @@
 
 use serde::{Deserialize, Serialize};
 
+/// How the sink sends a batch in which some key has more than one event.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum PublishMode {
+    /// The whole batch as one Lua script (`EVALSHA`) that appends every entry
+    /// in order, or none: one round trip per batch. An ACL user needs
+    /// `+evalsha +script|load +type` besides `+xadd`; without them each such
+    /// batch is refused the script and goes in waves.
+    #[default]
+    Script,
+    /// One event per key per awaited pipeline of `XADD`s: a batch *d* events
+    /// deep in one key takes *d* round trips. Needs `+xadd` only.
+    Waves,
+}
+
 /// Redis Streams sink settings (`[redis_streams]` in the config file).
 #[derive(Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
@@ -16,6 +33,9 @@ pub struct RedisStreamsConfig {
     /// consumer group has not read yet are trimmed too: keep it well above
     /// any backlog.
     pub maxlen: Option<u64>,
+    /// How a batch with keys more than one event deep is sent: `script`
+    /// (one round trip) or `waves` (one per event of the deepest key).
+    pub publish: PublishMode,
 }
 
 impl Default for RedisStreamsConfig {
@@ -24,6 +44,7 @@ impl Default for RedisStreamsConfig {
             url: postbox_relay::Secret::new("redis://127.0.0.1:6379"),
             stream: "{topic}".into(),
             maxlen: None,
+            publish: PublishMode::default(),
         }
     }
 }
@@ -34,6 +55,7 @@ impl std::fmt::Debug for RedisStreamsConfig {
             .field("url", &self.url.redacted())
             .field("stream", &self.stream)
             .field("maxlen", &self.maxlen)
+            .field("publish", &self.publish)
             .finish()
     }
 }

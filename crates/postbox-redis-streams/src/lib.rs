@@ -1,6 +1,7 @@
 //! Redis Streams for postbox: the relay's sink ([`RedisStreamsSink`]: each
-//! event appended with `XADD` to a stream named from its topic, a wave's
-//! entries pipelined and each answer classified) and the consumer side
+//! event appended with `XADD` to a stream named from its topic, a batch with
+//! deep keys as one script, else a wave's entries pipelined and each answer
+//! classified) and the consumer side
 //! ([`inbox_consumer`]: a consumer group read with `XREADGROUP`, each entry
 //! `XACK`ed only after the inbox transaction, stalled entries of dead
 //! consumers taken over with `XAUTOCLAIM`).
@@ -20,7 +21,7 @@ mod consumer;
 mod sink;
 
 #[cfg(feature = "sink")]
-pub use config::RedisStreamsConfig;
+pub use config::{PublishMode, RedisStreamsConfig};
 pub use consumer::{inbox_consumer, message, ConsumerOptions};
 /// The inbox loop this crate's consumer wraps, re-exported: a consumer needs
 /// no other postbox crate.

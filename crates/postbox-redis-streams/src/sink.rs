@@ -1,17 +1,25 @@
 //! The relay's Redis Streams sink. Each event is one `XADD` to the stream of
-//! its topic; a wave's entries go out as one pipeline and each entry's
-//! answer is classified on its own, so one refused entry (a key of another
-//! type where the stream should be) is rejected while the others are stored.
+//! its topic. A batch in which some key has two or more events goes as one
+//! script (`publish = "script"`, the default) (`append_all.lua`: every entry in batch order, or none); otherwise
+//! a wave's entries go out as one pipeline and each entry's answer is
+//! classified on its own, so one refused entry (a key of another type where
+//! the stream should be) is rejected while the others are stored.
 //!
 //! Order: the delivery layer sends at most one event per key per wave and
-//! awaits the wave before the next, so a key's events are appended in outbox
-//! order. Redis executes a pipeline in order, and an entry is stored once
-//! `XADD` returned its id (with AOF `appendfsync always` also on disk).
+//! awaits the wave before the next, or the whole batch as the script, which
+//! Redis runs with nothing in between and which checks every stream's type
+//! before it appends anything (its error reply means nothing was written, and
+//! the layer falls back to waves). An entry is stored once `XADD` returned its
+//! id (with AOF `appendfsync always` also on disk).
 
-use crate::config::RedisStreamsConfig;
+use crate::config::{PublishMode, RedisStreamsConfig};
 use crate::{FIELD_EVENT, FIELD_HEADERS, FIELD_ID, FIELD_KEY, FIELD_PAYLOAD};
-use postbox_relay::{Encoded, OutboxEvent, Sink, SinkError};
+use postbox_relay::{Encoded, GroupOutcome, GroupPolicy, OutboxEvent, Sink, SinkError};
 use redis::aio::MultiplexedConnection;
+
+/// Fewest events of one key for a batch to go as one script: with one event
+/// per key, a batch is one wave, one pipeline, already one round trip.
+const GROUP_MIN_DEPTH: usize = 2;
 
 /// One event as a stream entry.
 #[derive(Debug)]
@@ -25,6 +33,8 @@ pub struct RedisStreamsSink {
     config: RedisStreamsConfig,
     client: redis::Client,
     connection: tokio::sync::Mutex<Option<MultiplexedConnection>>,
+    /// `append_all.lua`, sent by its SHA1 (loaded again after a Redis restart).
+    append_all: redis::Script,
 }
 
 impl RedisStreamsSink {
@@ -40,6 +50,7 @@ impl RedisStreamsSink {
             config,
             client,
             connection: tokio::sync::Mutex::new(None),
+            append_all: redis::Script::new(include_str!("append_all.lua")),
         })
     }
 
@@ -140,6 +151,52 @@ impl Sink for RedisStreamsSink {
                     .map_err(|e| classify(&e, &m.message.stream))
             })
             .collect()
+    }
+
+    fn groups(&self) -> Option<GroupPolicy> {
+        (self.config.publish == PublishMode::Script).then_some(GroupPolicy {
+            min_key_depth: GROUP_MIN_DEPTH,
+        })
+    }
+
+    /// The batch as one run of `append_all.lua`: one round trip however deep
+    /// its keys are, where waves take one per event of the deepest key.
+    async fn send_group(&self, group: Vec<Encoded<'_, Outgoing>>) -> GroupOutcome {
+        let mut connection = match self.connection().await {
+            Ok(c) => c,
+            Err(e) => return GroupOutcome::Failed(e),
+        };
+        let mut script = self.append_all.prepare_invoke();
+        for m in &group {
+            script.key(&m.message.stream);
+        }
+        match self.config.maxlen {
+            Some(n) => script.arg(n),
+            None => script.arg(""),
+        };
+        for m in &group {
+            script.arg(m.message.fields.len());
+            for (name, value) in &m.message.fields {
+                script.arg(*name).arg(value);
+            }
+        }
+        match script.invoke_async::<usize>(&mut connection).await {
+            Ok(n) if n == group.len() => GroupOutcome::Delivered,
+            Ok(n) => {
+                tracing::error!(appended = n, expected = group.len(), "append_all.lua appended another number of entries than it was given; sending the batch again in waves");
+                GroupOutcome::Unclear
+            }
+            // Redis answered with an error, which the script returns before
+            // writing anything: waves find out which entry it was about.
+            Err(e) if e.code().is_some() => {
+                tracing::debug!(error = %e, "error reply to the batch script");
+                GroupOutcome::Unclear
+            }
+            Err(e) => GroupOutcome::Failed(SinkError::transient(format!(
+                "appending {} entries: {e}",
+                group.len()
+            ))),
+        }
     }
 
     /// Drop the connection after a transient failure; the next batch connects afresh.

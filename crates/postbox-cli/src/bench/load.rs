@@ -7,7 +7,7 @@
 //! Baseline, same run: the same producers with no relay and no consumer.
 
 use super::parts::{bullmq_relay, recording_consumer};
-use super::report::Spread;
+use super::report::{Ratio, Spread};
 use super::{relay_ready, Ctx};
 use crate::CliError;
 use postbox::migrate::WakeUp;
@@ -55,11 +55,11 @@ impl LoadSection {
         println!("|---|---|---|---|---|---|---|---|---|");
         for r in &self.rows {
             println!(
-                "| {} | {} | {} ({:.2} × alone) | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {}, {} | {} | {} | {} | {} | {} | {} |",
                 r.producers,
                 r.produced_alone_per_s.show(0),
                 r.produced_per_s.show(0),
-                r.produced_per_s.median / r.produced_alone_per_s.median,
+                Ratio::new("alone", &r.produced_per_s, &r.produced_alone_per_s).show(),
                 r.delivered_in_window_per_s.show(0),
                 r.backlog_at_end.show(0),
                 r.drain_after_s.show(2),

@@ -51,14 +51,57 @@ pub struct Row {
     /// A baseline of its section (grey in the chart), not the system measured.
     pub baseline: bool,
     pub value: Spread,
-    /// Median of this row over the median of each baseline row named.
+    /// This row against each baseline row named.
     pub ratios: Vec<Ratio>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Ratio {
     pub to: String,
+    /// The median of `per_rep` when both rows have a sample from every
+    /// repetition, else median over median.
     pub ratio: f64,
+    /// Each repetition's sample over the baseline's sample of the same
+    /// repetition: both ran minutes apart, so a machine that drifts over a
+    /// run moves them together and their ratio less than either.
+    pub per_rep: Vec<f64>,
+}
+
+impl Ratio {
+    pub(super) fn new(to: &str, row: &Spread, baseline: &Spread) -> Ratio {
+        let paired = row.samples.len() == baseline.samples.len() && !row.samples.is_empty();
+        let per_rep: Vec<f64> = if paired {
+            row.samples
+                .iter()
+                .zip(&baseline.samples)
+                .map(|(r, b)| r / b)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let ratio = if paired {
+            Spread::new(per_rep.clone()).median
+        } else {
+            row.median / baseline.median
+        };
+        Ratio {
+            to: to.into(),
+            ratio,
+            per_rep,
+        }
+    }
+
+    /// `0.91 × alone`, or with the repetitions' range, `0.91 (0.85–0.97) × alone`.
+    pub(super) fn show(&self) -> String {
+        let spread = Spread::new(self.per_rep.clone());
+        if self.per_rep.len() < 2 {
+            return format!("{:.2} × {}", self.ratio, self.to);
+        }
+        format!(
+            "{:.2} ({:.2}–{:.2}) × {}",
+            self.ratio, spread.min, spread.max, self.to
+        )
+    }
 }
 
 /// A throughput benchmark: rows in one unit, baselines among them.
@@ -96,10 +139,7 @@ impl Section {
         let ratios = against
             .iter()
             .filter_map(|b| self.rows.iter().find(|r| r.name == *b))
-            .map(|b| Ratio {
-                to: b.name.clone(),
-                ratio: value.median / b.value.median,
-            })
+            .map(|b| Ratio::new(&b.name, &value, &b.value))
             .collect();
         self.rows.push(Row {
             name: name.into(),
@@ -122,7 +162,7 @@ impl Section {
             } else {
                 r.ratios
                     .iter()
-                    .map(|x| format!("{:.2} × {}", x.ratio, x.to))
+                    .map(Ratio::show)
                     .collect::<Vec<_>>()
                     .join(", ")
             };
@@ -411,4 +451,33 @@ fn draw_latency(area: &Area, l: &LatencySection, cores: usize) -> Result<(), Cli
             .map_err(|e| e.to_string())?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ratio_pairs_the_samples_of_each_repetition() {
+        let mut s = Section::new("t", "tps");
+        // The machine slows down over the run: the repetitions' ratios
+        // are 0.45, 0.6 and 0.5; the medians' ratio would say 600 / 1000.
+        s.baseline("alone", vec![2000.0, 1000.0, 400.0]);
+        s.measured("with", vec![900.0, 600.0, 200.0], &["alone"]);
+        let r = &s.rows[1].ratios[0];
+        assert_eq!(r.per_rep, vec![0.45, 0.6, 0.5]);
+        assert_eq!(r.ratio, 0.5);
+        assert_eq!(r.show(), "0.50 (0.45–0.60) × alone");
+    }
+
+    #[test]
+    fn rows_with_different_repetitions_divide_their_medians() {
+        let mut s = Section::new("t", "tps");
+        s.baseline("alone", vec![1000.0, 800.0]);
+        s.measured("with", vec![450.0], &["alone"]);
+        let r = &s.rows[1].ratios[0];
+        assert!(r.per_rep.is_empty());
+        assert_eq!(r.ratio, 0.5);
+        assert_eq!(r.show(), "0.50 × alone");
+    }
 }

@@ -1,6 +1,7 @@
-//! Redis Streams: the relay's sink (XADD, pipelined per wave) against a real
-//! Redis, read back by an independent client (Node `ioredis`), Redis killed
-//! with AOF on, a key of the wrong type, and the consumer-group inbox reader.
+//! Redis Streams: the relay's sink (a batch with deep keys as one script, else
+//! XADD pipelined per wave) against a real Redis, read back by an independent
+//! client (Node `ioredis`), Redis killed with AOF on, a key of the wrong type,
+//! and the consumer-group inbox reader.
 
 use crate::node_interop::node;
 use crate::support::*;
@@ -83,6 +84,74 @@ async fn redis_streams_events_arrive_intact_and_in_key_order_through_relay_kills
     );
     drop((r2, r3));
     del(&url, &[&ctx.queue]).await;
+    ctx.cleanup().await;
+}
+
+/// Calls of each command since the server started (`INFO commandstats`).
+async fn command_calls(url: &str) -> HashMap<String, u64> {
+    let mut c = redis::Client::open(url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    // cmdstat_xadd:calls=200,usec=…
+    info.lines()
+        .filter_map(|l| {
+            let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = rest.strip_prefix("calls=")?.split(',').next()?;
+            Some((name.to_owned(), calls.parse().ok()?))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_streams_sends_a_deep_key_as_one_script_in_order() {
+    let ctx = Ctx::new("rstreamdeep").await;
+    // A server of its own: its command counts are this test's alone.
+    let redis = RedisServer::start().await;
+    let url = redis.url();
+    const N: usize = 300;
+    let mut events: Vec<_> = (1..=N).map(|i| ctx.event("hot", i)).collect();
+    events.push(ctx.event("cold", 1));
+    ctx.produce(events).await;
+    let relay = relay(&ctx, &url, &["--batch-size", "1000", "--workers", "1"]);
+    wait_until(LONG, "every event relayed", || async {
+        ctx.unsent().await == 0
+    })
+    .await;
+    let calls = command_calls(&url).await;
+    let seen = ioredis_read(&url, &ctx.queue).await;
+    let seqs: Vec<i64> = seen
+        .iter()
+        .filter(|e| e["fields"]["key"] == "hot")
+        .map(|e| {
+            let payload = e["fields"]["payload"].as_str().unwrap();
+            serde_json::from_str::<Value>(payload).unwrap()["seq"]
+                .as_i64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(
+        seqs,
+        (1..=N as i64).collect::<Vec<_>>(),
+        "once each, in order"
+    );
+    assert_eq!(seen.len(), N + 1);
+    // A script a batch (an EVALSHA refused before the script is loaded
+    // counts too), where waves would have sent 300 pipelines and no script.
+    let scripts =
+        calls.get("evalsha").copied().unwrap_or(0) + calls.get("eval").copied().unwrap_or(0);
+    assert!(
+        (1..=4).contains(&scripts),
+        "the batch as a script: {calls:?}"
+    );
+    assert_eq!(calls.get("xadd").copied(), Some(N as u64 + 1), "{calls:?}");
+    drop(relay);
     ctx.cleanup().await;
 }
 

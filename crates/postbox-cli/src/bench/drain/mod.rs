@@ -35,7 +35,8 @@ const RAW_KAFKA: &str = "raw Kafka produce, no PostgreSQL";
 const RAW_RABBITMQ: &str = "raw RabbitMQ publish, no PostgreSQL";
 const RABBITMQ: &str = "relay → RabbitMQ";
 const RAW_STREAMS: &str = "raw Redis XADD, no PostgreSQL";
-const STREAMS: &str = "relay → Redis Streams";
+const STREAMS: &str = "relay → Redis Streams (script)";
+const STREAMS_WAVES: &str = "relay → Redis Streams (waves)";
 const RAW_WEBHOOK: &str = "raw signed POST, no PostgreSQL";
 const WEBHOOK: &str = "relay → webhook";
 const RAW_SQS: &str = "raw SQS SendMessageBatch, no PostgreSQL";
@@ -59,7 +60,7 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
     let (mut kafka, mut raw_kafka) = (Vec::new(), Vec::new());
     let (mut rabbit, mut raw_rabbit) = (Vec::new(), Vec::new());
     let (mut nats, mut raw_nats) = (Vec::new(), Vec::new());
-    let (mut streams, mut raw_streams) = (Vec::new(), Vec::new());
+    let (mut streams, mut streams_waves, mut raw_streams) = (Vec::new(), Vec::new(), Vec::new());
     let (mut hooks, mut raw_hooks) = (Vec::new(), Vec::new());
     let (mut sqs_rows, mut raw_sqs) = (Vec::new(), Vec::new());
     for rep in 1..=p.reps {
@@ -109,8 +110,9 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
         ctx.obliterate(&queue).await?;
         raw_bullmq_tx.push(say(rep, RAW_BULLMQ_TX, r));
 
-        let (relayed, raw) = redis_streams::rep(ctx, &p.redis_url, rep).await?;
+        let (relayed, waves, raw) = redis_streams::rep(ctx, &p.redis_url, rep).await?;
         streams.push(say(rep, STREAMS, relayed));
+        streams_waves.push(say(rep, STREAMS_WAVES, waves));
         raw_streams.push(say(rep, RAW_STREAMS, raw));
 
         let (relayed, raw) = webhook::rep(ctx, rep).await?;
@@ -172,6 +174,7 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
     );
     s.baseline(RAW_STREAMS, raw_streams);
     s.measured(STREAMS, streams, &[SQL_ONLY, RAW_STREAMS]);
+    s.measured(STREAMS_WAVES, streams_waves, &[SQL_ONLY, RAW_STREAMS]);
     s.baseline(RAW_WEBHOOK, raw_hooks);
     s.measured(WEBHOOK, hooks, &[SQL_ONLY, RAW_WEBHOOK]);
     if p.kafka_brokers.is_some() {

@@ -1,36 +1,43 @@
-//! The drain benchmark's Redis Streams rows: the relay through its sink, and
-//! the same entries appended straight to Redis (`XADD` pipelined per batch
+//! The drain benchmark's Redis Streams rows: the relay through its sink (a
+//! batch as one script, and in waves), and the same entries appended straight to Redis (`XADD` pipelined per batch
 //! of the relay's size, as many lanes as the relay has workers, over one
 //! multiplexed connection like the sink's).
 
 use super::{drain, BODY, EVENT};
 use crate::bench::{cpu, Ctx};
 use crate::CliError;
-use postbox_redis_streams::{RedisStreamsConfig, RedisStreamsSink};
+use postbox_redis_streams::{PublishMode, RedisStreamsConfig, RedisStreamsSink};
 use postbox_relay::{Delivery, Secret};
 use std::sync::Arc;
 
-/// One repetition: (relay rate, raw rate), each into a stream of its own,
-/// deleted afterwards.
+/// One repetition: (relay rate with `publish = script`, with `waves`, raw
+/// rate), each into a stream of its own, deleted afterwards.
 pub async fn rep(
     ctx: &Ctx,
     url: &str,
     rep: usize,
-) -> Result<(cpu::Measured, cpu::Measured), CliError> {
+) -> Result<(cpu::Measured, cpu::Measured, cpu::Measured), CliError> {
     let client = postbox_redis_streams::redis::Client::open(url)?;
     let mut conn = client.get_multiplexed_async_connection().await?;
 
-    let topic = ctx.name(&format!("stream-{rep}"));
-    let sink = RedisStreamsSink::new(RedisStreamsConfig {
-        url: Secret::new(url.to_owned()),
-        ..Default::default()
-    })?;
-    let relayed = drain(ctx, Arc::new(Delivery::new(sink)), &topic).await;
-    let _: postbox_redis_streams::redis::RedisResult<()> = postbox_redis_streams::redis::cmd("DEL")
-        .arg(&topic)
-        .query_async(&mut conn)
-        .await;
-    let relayed = relayed?;
+    let mut relayed = Vec::new();
+    for publish in [PublishMode::Script, PublishMode::Waves] {
+        let topic = ctx.name(&format!("stream-{publish:?}-{rep}").to_lowercase());
+        let sink = RedisStreamsSink::new(RedisStreamsConfig {
+            url: Secret::new(url.to_owned()),
+            publish,
+            ..Default::default()
+        })?;
+        let r = drain(ctx, Arc::new(Delivery::new(sink)), &topic).await;
+        let _: postbox_redis_streams::redis::RedisResult<()> =
+            postbox_redis_streams::redis::cmd("DEL")
+                .arg(&topic)
+                .query_async(&mut conn)
+                .await;
+        relayed.push(r?);
+    }
+    let waves = relayed.pop().expect("two drains");
+    let script = relayed.pop().expect("two drains");
 
     let stream = ctx.name(&format!("stream-raw-{rep}"));
     let raw = raw_rate(ctx, &conn, &stream).await;
@@ -38,7 +45,7 @@ pub async fn rep(
         .arg(&stream)
         .query_async(&mut conn)
         .await;
-    Ok((relayed, raw?))
+    Ok((script, waves, raw?))
 }
 
 async fn raw_rate(
