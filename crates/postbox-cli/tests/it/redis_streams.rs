@@ -156,6 +156,58 @@ async fn redis_streams_sends_a_deep_key_as_one_script_in_order() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_streams_user_without_scripting_gets_every_event_in_waves() {
+    let ctx = Ctx::new("rstreamacl").await;
+    let redis = RedisServer::start().await;
+    let mut admin = redis::Client::open(redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    // Least privilege for the waves: connect and XADD, no scripts.
+    let _: () = redis::cmd("ACL")
+        .arg(&[
+            "SETUSER",
+            "relay",
+            "on",
+            ">relay-secret",
+            "~*",
+            "+@connection",
+            "+xadd",
+        ])
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let url = format!("redis://relay:relay-secret@127.0.0.1:{}", redis.port());
+    const N: usize = 50;
+    ctx.produce((1..=N).map(|i| ctx.event("hot", i)).collect())
+        .await;
+    let relay = relay(&ctx, &url, &["--workers", "1"]);
+    wait_until(LONG, "every event relayed", || async {
+        ctx.unsent().await == 0
+    })
+    .await;
+    let seen = ioredis_read(&redis.url(), &ctx.queue).await;
+    let seqs: Vec<i64> = seen
+        .iter()
+        .map(|e| {
+            let payload = e["fields"]["payload"].as_str().unwrap();
+            serde_json::from_str::<Value>(payload).unwrap()["seq"]
+                .as_i64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(
+        seqs,
+        (1..=N as i64).collect::<Vec<_>>(),
+        "once each, in order"
+    );
+    assert!(ctx.dead_letters().await.is_empty());
+    drop(relay);
+    ctx.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_streams_killed_with_aof_loses_nothing_and_costs_no_attempts() {
     let ctx = Ctx::new("rstreamkill").await;
     // appendonly yes, appendfsync everysec: SIGKILL loses nothing written.
