@@ -101,6 +101,10 @@ pub struct Args {
     /// Relay workers.
     #[arg(long, default_value_t = 4)]
     workers: usize,
+    /// Relay: how soon a worker claims again after a pass that found events
+    /// [default: the relay's `busy_poll_interval`].
+    #[arg(long, value_parser = parse_duration)]
+    busy_poll_interval: Option<Duration>,
     /// Latency: producer rates in messages/s [default: 100,1000].
     #[arg(long, value_delimiter = ',')]
     rates: Option<Vec<u64>>,
@@ -167,6 +171,8 @@ pub(crate) struct Params {
     keys: i64,
     batch_size: i64,
     workers: usize,
+    #[serde(with = "humantime_serde")]
+    busy_poll_interval: Duration,
     rates: Vec<u64>,
     #[serde(with = "humantime_serde")]
     duration: Duration,
@@ -230,6 +236,9 @@ impl Args {
             keys: self.keys,
             batch_size: self.batch_size,
             workers: self.workers,
+            busy_poll_interval: self
+                .busy_poll_interval
+                .unwrap_or(Config::default().busy_poll_interval),
             rates: self.rates.clone().unwrap_or_else(|| vec![100, 1000]),
             duration: self
                 .duration
@@ -460,6 +469,7 @@ impl Ctx {
             workers: self.p.workers,
             batch_size: self.p.batch_size,
             poll_interval,
+            busy_poll_interval: self.p.busy_poll_interval,
             ..Default::default()
         }
     }
