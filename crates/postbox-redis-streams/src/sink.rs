@@ -1,16 +1,20 @@
 //! The relay's Redis Streams sink. Each event is one `XADD` to the stream of
-//! its topic. A batch in which some key has two or more events goes as one
-//! script (`publish = "script"`, the default) (`append_all.lua`: every entry in batch order, or none); otherwise
-//! a wave's entries go out as one pipeline and each entry's answer is
-//! classified on its own, so one refused entry (a key of another type where
-//! the stream should be) is rejected while the others are stored.
+//! its topic. With `publish = "script"` (the default), a batch in which some
+//! key has two or more events goes as one script, `append_all.lua`, which
+//! appends every entry in batch order. Otherwise a wave's entries go out as
+//! one pipeline and each entry's answer is classified on its own, so one
+//! refused entry (a key of another type where the stream should be) is
+//! rejected while the others are stored.
 //!
 //! Order: the delivery layer sends at most one event per key per wave and
 //! awaits the wave before the next, or the whole batch as the script, which
-//! Redis runs with nothing in between and which checks every stream's type
-//! before it appends anything (its error reply means nothing was written, and
-//! the layer falls back to waves). An entry is stored once `XADD` returned its
-//! id (with AOF `appendfsync always` also on disk).
+//! Redis runs with nothing in between. The script checks every stream's type
+//! before it appends anything, so its error reply nearly always means nothing
+//! was written; the layer then sends the batch in waves. An error after some
+//! `XADD`s (out of memory) makes the waves append those entries again:
+//! duplicates, which the inbox drops as after a relay crash, each key's first
+//! occurrences still in order. An entry is stored once `XADD` returned its id
+//! (with AOF `appendfsync always` also on disk).
 
 use crate::config::{PublishMode, RedisStreamsConfig};
 use crate::{FIELD_EVENT, FIELD_HEADERS, FIELD_ID, FIELD_KEY, FIELD_PAYLOAD};
@@ -186,8 +190,8 @@ impl Sink for RedisStreamsSink {
                 tracing::error!(appended = n, expected = group.len(), "append_all.lua appended another number of entries than it was given; sending the batch again in waves");
                 GroupOutcome::Unclear
             }
-            // Redis answered with an error, which the script returns before
-            // writing anything: waves find out which entry it was about.
+            // Redis answered with an error (the script's type check, an ACL
+            // refusal, out of memory): waves find out which entry it was about.
             Err(e) if e.code().is_some() => {
                 tracing::debug!(error = %e, "error reply to the batch script");
                 GroupOutcome::Unclear
