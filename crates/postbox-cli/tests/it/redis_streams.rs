@@ -109,6 +109,20 @@ async fn command_calls(url: &str) -> HashMap<String, u64> {
         .collect()
 }
 
+/// The `seq` of each entry of `key`, in stream order.
+fn seqs_of(entries: &[Value], key: &str) -> Vec<i64> {
+    entries
+        .iter()
+        .filter(|e| e["fields"]["key"] == key)
+        .map(|e| {
+            let payload = e["fields"]["payload"].as_str().unwrap();
+            serde_json::from_str::<Value>(payload).unwrap()["seq"]
+                .as_i64()
+                .unwrap()
+        })
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_streams_sends_a_deep_key_as_one_script_in_order() {
     let ctx = Ctx::new("rstreamdeep").await;
@@ -126,18 +140,8 @@ async fn redis_streams_sends_a_deep_key_as_one_script_in_order() {
     .await;
     let calls = command_calls(&url).await;
     let seen = ioredis_read(&url, &ctx.queue).await;
-    let seqs: Vec<i64> = seen
-        .iter()
-        .filter(|e| e["fields"]["key"] == "hot")
-        .map(|e| {
-            let payload = e["fields"]["payload"].as_str().unwrap();
-            serde_json::from_str::<Value>(payload).unwrap()["seq"]
-                .as_i64()
-                .unwrap()
-        })
-        .collect();
     assert_eq!(
-        seqs,
+        seqs_of(&seen, "hot"),
         (1..=N as i64).collect::<Vec<_>>(),
         "once each, in order"
     );
@@ -188,20 +192,12 @@ async fn redis_streams_user_without_scripting_gets_every_event_in_waves() {
     })
     .await;
     let seen = ioredis_read(&redis.url(), &ctx.queue).await;
-    let seqs: Vec<i64> = seen
-        .iter()
-        .map(|e| {
-            let payload = e["fields"]["payload"].as_str().unwrap();
-            serde_json::from_str::<Value>(payload).unwrap()["seq"]
-                .as_i64()
-                .unwrap()
-        })
-        .collect();
     assert_eq!(
-        seqs,
+        seqs_of(&seen, "hot"),
         (1..=N as i64).collect::<Vec<_>>(),
         "once each, in order"
     );
+    assert_eq!(seen.len(), N);
     assert!(ctx.dead_letters().await.is_empty());
     drop(relay);
     ctx.cleanup().await;
