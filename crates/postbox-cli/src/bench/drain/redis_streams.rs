@@ -1,11 +1,12 @@
 //! The drain benchmark's Redis Streams rows: the relay through its sink (a
-//! batch as one script, and in waves), and the same entries appended straight to Redis (`XADD` pipelined per batch
-//! of the relay's size, as many lanes as the relay has workers, over one
-//! multiplexed connection like the sink's).
+//! batch as one script, and in waves), and the same entries appended straight
+//! to Redis (`XADD` pipelined per batch of the relay's size, as many lanes as
+//! the relay has workers, over one multiplexed connection like the sink's).
 
 use super::{drain, BODY, EVENT};
 use crate::bench::{cpu, Ctx};
 use crate::CliError;
+use postbox_redis_streams::redis::{self, aio::MultiplexedConnection};
 use postbox_redis_streams::{PublishMode, RedisStreamsConfig, RedisStreamsSink};
 use postbox_relay::{Delivery, Secret};
 use std::sync::Arc;
@@ -17,40 +18,43 @@ pub async fn rep(
     url: &str,
     rep: usize,
 ) -> Result<(cpu::Measured, cpu::Measured, cpu::Measured), CliError> {
-    let client = postbox_redis_streams::redis::Client::open(url)?;
+    let client = redis::Client::open(url)?;
     let mut conn = client.get_multiplexed_async_connection().await?;
-
-    let mut relayed = Vec::new();
-    for publish in [PublishMode::Script, PublishMode::Waves] {
-        let topic = ctx.name(&format!("stream-{publish:?}-{rep}").to_lowercase());
-        let sink = RedisStreamsSink::new(RedisStreamsConfig {
-            url: Secret::new(url.to_owned()),
-            publish,
-            ..Default::default()
-        })?;
-        let r = drain(ctx, Arc::new(Delivery::new(sink)), &topic).await;
-        let _: postbox_redis_streams::redis::RedisResult<()> =
-            postbox_redis_streams::redis::cmd("DEL")
-                .arg(&topic)
-                .query_async(&mut conn)
-                .await;
-        relayed.push(r?);
-    }
-    let waves = relayed.pop().expect("two drains");
-    let script = relayed.pop().expect("two drains");
-
+    let script = relayed(ctx, url, &mut conn, PublishMode::Script, rep).await?;
+    let waves = relayed(ctx, url, &mut conn, PublishMode::Waves, rep).await?;
     let stream = ctx.name(&format!("stream-raw-{rep}"));
     let raw = raw_rate(ctx, &conn, &stream).await;
-    let _: postbox_redis_streams::redis::RedisResult<()> = postbox_redis_streams::redis::cmd("DEL")
-        .arg(&stream)
-        .query_async(&mut conn)
-        .await;
+    delete(&mut conn, &stream).await;
     Ok((script, waves, raw?))
+}
+
+/// The relay's drain through the sink with `publish`.
+async fn relayed(
+    ctx: &Ctx,
+    url: &str,
+    conn: &mut MultiplexedConnection,
+    publish: PublishMode,
+    rep: usize,
+) -> Result<cpu::Measured, CliError> {
+    let topic = ctx.name(&format!("stream-{publish:?}-{rep}").to_lowercase());
+    let sink = RedisStreamsSink::new(RedisStreamsConfig {
+        url: Secret::new(url.to_owned()),
+        publish,
+        ..Default::default()
+    })?;
+    let r = drain(ctx, Arc::new(Delivery::new(sink)), &topic).await;
+    delete(conn, &topic).await;
+    r
+}
+
+/// Remove a bench stream; a failure only leaves it behind.
+async fn delete(conn: &mut MultiplexedConnection, stream: &str) {
+    let _: redis::RedisResult<()> = redis::cmd("DEL").arg(stream).query_async(conn).await;
 }
 
 async fn raw_rate(
     ctx: &Ctx,
-    conn: &postbox_redis_streams::redis::aio::MultiplexedConnection,
+    conn: &MultiplexedConnection,
     stream: &str,
 ) -> Result<cpu::Measured, CliError> {
     let p = &ctx.p;
@@ -63,7 +67,7 @@ async fn raw_rate(
         let last = (first + per_lane).min(p.events as usize);
         async move {
             for from in (first..last).step_by(batch) {
-                let mut pipe = postbox_redis_streams::redis::pipe();
+                let mut pipe = redis::pipe();
                 for n in from..(from + batch).min(last) {
                     let payload = serde_json::json!({ "n": n, "body": BODY }).to_string();
                     pipe.cmd("XADD")
