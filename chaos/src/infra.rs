@@ -123,7 +123,8 @@ impl Proc {
     }
 }
 
-/// The harness's own Redis with `appendonly yes`, on a free port.
+/// The harness's own Redis with `appendonly yes` and `appendfsync always`
+/// (what it acknowledged survives a SIGKILL), on a free port.
 pub struct Redis {
     pub port: u16,
     dir: PathBuf,
@@ -142,6 +143,8 @@ impl Redis {
             &port.to_string(),
             "--appendonly",
             "yes",
+            "--appendfsync",
+            "always",
             "--save",
             "",
             "--dir",

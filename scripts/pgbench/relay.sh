@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # What a relay worker's pass costs PostgreSQL, in CPU instructions: its claim
 # (both kinds) and mark of a small batch, as while it keeps up with producers,
-# and its claims of an empty outbox, as at every busy poll. Each variant is a
+# and its claims of an empty outbox, as at every busy poll; the claim takes
+# the rows (marks or deletes them) itself. The `locked_*` variants are the
+# claim before 2026-12-03, a SELECT … FOR UPDATE followed by the mark or
+# delete, for comparison. Each variant is a
 # pgbench script run by instructions.sh (one connection, callgrind), with the
 # worker session's planner settings (relay_session_limits.sql).
 #
 #   scripts/pgbench/relay.sh            (N1=200 N2=1000 as instructions.sh)
+#   VARIANTS="locked_sorted_batch sorted_batch" scripts/pgbench/relay.sh
 #
 # The worker owns partitions 0-15 (one of four workers); every transaction
 # first commits six rows of those partitions, which `insert` alone measures:
@@ -28,15 +32,24 @@ def query(name):
 
 # The parameters as constants: pgbench has no array variables.
 branch = query("outbox_claim_partition")
-merge = query("outbox_claim_batch").replace(
-    "{each_partition}",
-    "\nUNION ALL\n".join(branch.replace("{partition}", str(p)) for p in owned))
+merge_branches = "\nUNION ALL\n".join(branch.replace("{partition}", str(p)) for p in owned)
 owned_array = "ARRAY[%s]::smallint[]" % ",".join(map(str, owned))
 # The sorted claim: the same statement, one branch for all owned partitions.
-sorted_ = query("outbox_claim_batch").replace(
-    "{each_partition}", branch.replace("{partition}", "ANY(%s)" % owned_array))
-merge, sorted_ = (q.replace("$1", "1000") for q in (merge, sorted_))
+sorted_branch = branch.replace("{partition}", "ANY(%s)" % owned_array)
+columns = "o.id, o.event_id, o.topic, o.event, o.key, o.payload, o.headers, o.attempts, o.created_at"
+
+def claim(branches, take):
+    """The relay's claim; take "lock" is the claim before 2026-12-03, a
+    SELECT … FOR UPDATE that the mark or delete followed."""
+    head = {"mark": query("outbox_claim_mark"), "delete": query("outbox_claim_delete"),
+            "lock": "SELECT %s\n  FROM pgb.outbox o" % columns}[take]
+    sql = query("outbox_claim_batch").replace("{take}", head).replace("{each_partition}", branches)
+    if take == "lock":
+        sql = sql.replace("RETURNING " + columns, "ORDER BY o.id\n FOR UPDATE OF o")
+    return sql.replace("$1", "1000")
+
 mark = query("outbox_mark_sent").replace("$1::bigint[]", ":ids::bigint[]")
+delete = query("outbox_delete_sent").replace("$1::bigint[]", ":ids::bigint[]")
 
 # Keys whose partition (postbox_outbox_partition) is one of 0-15.
 keys = ["customer:%d" % k for k in (8, 9, 14, 17, 19, 24, 27, 32, 37, 49, 50, 51,
@@ -47,19 +60,31 @@ insert = ("INSERT INTO pgb.outbox (topic, event, key, payload)\n"
           "  FROM generate_series(1, 6);\n" % ", ".join("'%s'" % k for k in keys))
 
 def batch(claim):
-    return (insert + "BEGIN;\nSELECT array_agg(id) AS ids FROM (\n" + claim + "\n) c\n\\gset\n"
-            + mark + ";\nCOMMIT;\n")
+    return insert + "BEGIN;\n" + claim + ";\nCOMMIT;\n"
+
+def locked_batch(branches, done):
+    return (insert + "BEGIN;\nSELECT array_agg(id) AS ids FROM (\n" + claim(branches, "lock")
+            + "\n) c\n\\gset\n" + done + ";\nCOMMIT;\n")
 
 variants = {
     "insert": insert,
-    "merge_batch": batch(merge),
-    "sorted_batch": batch(sorted_),
-    "merge_empty": merge + ";\n",
-    "sorted_empty": sorted_ + ";\n",
+    "merge_batch": batch(claim(merge_branches, "mark")),
+    "sorted_batch": batch(claim(sorted_branch, "mark")),
+    "sorted_delete_batch": batch(claim(sorted_branch, "delete")),
+    "locked_merge_batch": locked_batch(merge_branches, mark),
+    "locked_sorted_batch": locked_batch(sorted_branch, mark),
+    "locked_sorted_delete_batch": locked_batch(sorted_branch, delete),
+    "merge_empty": claim(merge_branches, "mark") + ";\n",
+    "sorted_empty": claim(sorted_branch, "mark") + ";\n",
+    "locked_merge_empty": claim(merge_branches, "lock") + ";\n",
+    "locked_sorted_empty": claim(sorted_branch, "lock") + ";\n",
 }
 for name, script in variants.items():
     (work / f"{name}.sql").write_text(script)
 PY
 
 export PGOPTIONS="-c plan_cache_mode=force_generic_plan -c enable_seqscan=off -c enable_bitmapscan=off"
-"$here/instructions.sh" "$work"/{insert,merge_batch,sorted_batch,merge_empty,sorted_empty}.sql
+read -ra variants <<<"${VARIANTS:-insert merge_batch sorted_batch sorted_delete_batch merge_empty sorted_empty}"
+files=()
+for v in "${variants[@]}"; do files+=("$work/$v.sql"); done
+"$here/instructions.sh" "${files[@]}"

@@ -233,6 +233,17 @@ pub enum SentRows {
     Delete,
 }
 
+impl SentRows {
+    /// What the claim does to the rows it takes (delivered or not, it is
+    /// undone for those the broker did not take).
+    pub(crate) fn take(self) -> postbox::sql::Take {
+        match self {
+            SentRows::Mark => postbox::sql::Take::Mark,
+            SentRows::Delete => postbox::sql::Take::Delete,
+        }
+    }
+}
+
 impl std::str::FromStr for SentRows {
     type Err = postbox::UnknownChoice;
     fn from_str(s: &str) -> Result<Self, postbox::UnknownChoice> {

@@ -2,9 +2,10 @@
 //! holding nothing unsent only in memory.
 //!
 //! Loop per worker (DESIGN.md §4): wake (NOTIFY, logical decoding or poll) → claim a batch of the
-//! partitions it owns (`FOR UPDATE`) → publish through a [`Destination`] (a [`Delivery`] keeping per-key order
-//! over one broker's [`Sink`], or a [`Router`] over several) and await the
-//! broker's acknowledgement → mark sent / record failures → COMMIT. A crash at
+//! partitions it owns, marked sent (or deleted) by the claim itself, uncommitted → publish through a
+//! [`Destination`] (a [`Delivery`] keeping per-key order over one broker's [`Sink`], or a
+//! [`Router`] over several) and await the broker's acknowledgement → COMMIT; or, when the broker
+//! did not take everything, roll back and record each event's outcome. A crash at
 //! any point leaves the rows in the outbox; the next owner republishes them and
 //! the event id makes that idempotent.
 #![warn(missing_docs)]

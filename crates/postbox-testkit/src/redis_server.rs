@@ -5,8 +5,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// A test-owned `redis-server` with `appendonly yes` on a free port, so a
-/// test can stop, kill and restart it without touching the shared Redis.
+/// A test-owned `redis-server` with `appendonly yes` and `appendfsync always`
+/// on a free port, so a test can stop, kill and restart it without touching
+/// the shared Redis.
 pub struct RedisServer {
     port: u16,
     dir: PathBuf,
@@ -89,6 +90,12 @@ impl RedisServer {
                 "127.0.0.1",
                 "--appendonly",
                 "yes",
+                // Every acknowledged write on disk before the reply: with the
+                // default `everysec`, Redis answers while a slow fsync holds
+                // back its write, and a SIGKILL then loses what it answered
+                // (seen as a flaky redis_outage test on a loaded machine).
+                "--appendfsync",
+                "always",
                 "--save",
                 "",
                 "--dir",

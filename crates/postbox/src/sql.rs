@@ -7,7 +7,9 @@
 //! is a bind parameter. The claim while a backlog is worked off is assembled
 //! from one branch per partition (`outbox_claim_batch.sql`,
 //! `outbox_claim_partition.sql`); the claim of a worker that keeps up is the
-//! same statement with one branch for all its partitions.
+//! same statement with one branch for all its partitions. Either marks or
+//! deletes what it claims ([`Take`](crate::sql::Take): `outbox_claim_mark.sql`,
+//! `outbox_claim_delete.sql`).
 
 use crate::{SchemaName, PARTITIONS};
 
@@ -55,6 +57,8 @@ queries!(
     outbox_insert_many,
     outbox_claim_batch,
     outbox_claim_partition,
+    outbox_claim_mark,
+    outbox_claim_delete,
     outbox_mark_sent,
     outbox_delete_sent,
     outbox_record_failure,
@@ -98,13 +102,23 @@ pub fn render(template: &str, schema: &SchemaName) -> String {
         .replace("{publication}", &publication_name(schema))
 }
 
+/// What a relay worker's claim does to the rows it takes, in its
+/// transaction (the relay's `sent` setting).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Take {
+    /// Set `sent_at` (`outbox_claim_mark.sql`); retention deletes the row later.
+    Mark,
+    /// Delete the row (`outbox_claim_delete.sql`).
+    Delete,
+}
+
 impl Queries {
     /// The claim of a relay worker owning `owned` (`outbox_claim_batch.sql`):
     /// one branch per owned partition (`outbox_claim_partition.sql`, its
     /// comment left out), joined by `UNION ALL`; `$1` is the batch size. The
     /// same set of partitions gives the same text, so a session prepares it
     /// once. Nothing is claimed when `owned` is empty.
-    pub fn outbox_claim(&self, owned: &[i16]) -> String {
+    pub fn outbox_claim(&self, owned: &[i16], take: Take) -> String {
         let mut owned: Vec<i16> = owned
             .iter()
             .copied()
@@ -121,8 +135,7 @@ impl Queries {
                 .collect::<Vec<_>>()
                 .join("\nUNION ALL\n")
         };
-        self.outbox_claim_batch
-            .replace("{each_partition}", &branches)
+        self.claim_with(&branches, take)
     }
 
     /// The claim of a worker that keeps up: the same statement with one
@@ -134,22 +147,32 @@ impl Queries {
     /// for an empty claim of sixteen partitions, this one about 110,000), but
     /// reading a backlog whole is not: a worker uses this one after a claim
     /// that found less than a batch, and the merge once this comes back full.
-    pub fn outbox_claim_sorted(&self) -> String {
-        self.outbox_claim_batch.replace(
-            "{each_partition}",
-            &self.claim_branch("ANY($2::smallint[])"),
-        )
+    pub fn outbox_claim_sorted(&self, take: Take) -> String {
+        self.claim_with(&self.claim_branch("ANY($2::smallint[])"), take)
+    }
+
+    fn claim_with(&self, branches: &str, take: Take) -> String {
+        let head = match take {
+            Take::Mark => &self.outbox_claim_mark,
+            Take::Delete => &self.outbox_claim_delete,
+        };
+        self.outbox_claim_batch
+            .replace("{take}", &without_comments(head))
+            .replace("{each_partition}", branches)
     }
 
     /// `outbox_claim_partition.sql` without its comment, for `partition`.
     fn claim_branch(&self, partition: &str) -> String {
-        self.outbox_claim_partition
-            .lines()
-            .filter(|line| !line.trim_start().starts_with("--"))
-            .collect::<Vec<_>>()
-            .join("\n")
-            .replace("{partition}", partition)
+        without_comments(&self.outbox_claim_partition).replace("{partition}", partition)
     }
+}
+
+/// A query fragment without its comment lines, to be put inside another.
+fn without_comments(sql: &str) -> String {
+    sql.lines()
+        .filter(|line| !line.trim_start().starts_with("--"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The publication `--notify logical` creates for `schema`'s outbox:
@@ -178,15 +201,26 @@ mod tests {
     #[test]
     fn renders_every_placeholder() {
         let q = Queries::new(&SchemaName::new("shop").unwrap());
-        let claim = q.outbox_claim(&[63, 5, 5, 17, 64, -1]);
+        let claim = q.outbox_claim(&[63, 5, 5, 17, 64, -1], Take::Mark);
+        assert!(claim.starts_with("-- Claim"));
+        assert!(claim.contains("\nUPDATE shop.outbox o SET sent_at = now()"));
         assert!(claim.contains("shop.outbox o"));
         assert!(claim.contains("a.partition_id = 63"));
         assert_eq!(claim.matches("\nUNION ALL\n").count(), 2, "{claim}");
         assert!(claim.find("= 5\n").unwrap() < claim.find("= 17\n").unwrap());
         assert!(!claim.contains("{partition}"));
         assert!(!claim.contains("{each_partition}"));
-        assert_eq!(claim, q.outbox_claim(&[17, 63, 5]), "one text per set");
-        assert!(q.outbox_claim(&[]).contains("WHERE false"));
+        assert!(!claim.contains("{take}"));
+        assert_eq!(
+            claim,
+            q.outbox_claim(&[17, 63, 5], Take::Mark),
+            "one text per set"
+        );
+        assert!(q.outbox_claim(&[], Take::Mark).contains("WHERE false"));
+        let sorted = q.outbox_claim_sorted(Take::Delete);
+        assert!(sorted.contains("\nDELETE FROM shop.outbox o\n WHERE"));
+        assert!(sorted.contains("a.partition_id = ANY($2::smallint[])"));
+        assert!(!sorted.contains("sent_at = now()"));
         assert!(!format!("{q:?}").contains("{schema}"));
         assert!(!format!("{q:?}").contains("{publication}"));
         assert!(q

@@ -206,7 +206,7 @@ async fn redis_streams_user_without_scripting_gets_every_event_in_waves() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_streams_killed_with_aof_loses_nothing_and_costs_no_attempts() {
     let ctx = Ctx::new("rstreamkill").await;
-    // appendonly yes, appendfsync everysec: SIGKILL loses nothing written.
+    // appendonly yes, appendfsync always: SIGKILL loses nothing acknowledged.
     let mut redis = RedisServer::start().await;
     let url = redis.url();
     let relay = relay(&ctx, &url, &[]);

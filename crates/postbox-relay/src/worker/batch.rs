@@ -1,5 +1,6 @@
-//! One pass of a worker: claim a batch of its partitions, publish it, write
-//! each event's outcome back and commit, in one transaction.
+//! One pass of a worker: claim a batch of its partitions (marking or deleting
+//! it), publish it and commit, in one transaction; when the broker did not
+//! take every event, each event's outcome is written in a second one.
 
 use super::{Pass, Worker};
 use crate::plan::{plan, Plan};
@@ -10,7 +11,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
 
 impl Worker {
-    /// Claim → publish → write back → commit, once.
+    /// Claim (taking the rows) → publish → commit, once; or, when the
+    /// broker did not take every event, roll back and write each outcome.
     pub(super) async fn pass(&mut self, conn: &mut PgConnection) -> Result<Pass, sqlx::Error> {
         let started = Instant::now();
         let mut tx = conn.begin().await?;
@@ -24,12 +26,19 @@ impl Worker {
         let outcomes = self.publish(&batch).await;
         self.failpoint.after_publish(batch.len()).await;
         let plan = plan(&batch, outcomes);
-        self.mark_sent(&mut tx, &plan.sent).await?;
-        for (event, error) in &plan.rejected {
-            self.record_rejection(&mut tx, event, error).await?;
-        }
-        for (event, error) in &plan.deferred {
-            self.defer(&mut tx, event, error).await?;
+        if plan.sent.len() < batch.len() {
+            // The claim marked (or deleted) every row. Undo that and write
+            // what happened to each, in a transaction of its own: this
+            // worker's partition locks keep other relays off these rows.
+            tx.rollback().await?;
+            tx = conn.begin().await?;
+            self.mark_sent(&mut tx, &plan.sent).await?;
+            for (event, error) in &plan.rejected {
+                self.record_rejection(&mut tx, event, error).await?;
+            }
+            for (event, error) in &plan.deferred {
+                self.defer(&mut tx, event, error).await?;
+            }
         }
         if !self.armed.is_empty() {
             // Awake and working: producers of these partitions may skip the
@@ -50,7 +59,8 @@ impl Worker {
         })
     }
 
-    /// The next batch of this worker's partitions, locked until the commit.
+    /// The next batch of this worker's partitions in id order, taken (marked
+    /// sent or deleted) in `tx` and locked until it ends.
     async fn claim(&mut self, tx: &mut PgConnection) -> Result<Vec<OutboxEvent>, sqlx::Error> {
         let mut batch: Vec<OutboxEvent> = if self.keeping_up {
             sqlx::query_as(&self.claim_sorted)
@@ -61,7 +71,10 @@ impl Worker {
         } else {
             // Built again only when ownership changed, not at every busy poll.
             if self.claim_sql.0 != self.owned {
-                self.claim_sql = (self.owned.clone(), self.q.outbox_claim(&self.owned));
+                self.claim_sql = (
+                    self.owned.clone(),
+                    self.q.outbox_claim(&self.owned, self.config.sent.take()),
+                );
             }
             sqlx::query_as(&self.claim_sql.1)
                 .bind(self.config.batch_size)
@@ -71,6 +84,7 @@ impl Worker {
         // A full batch may mean a backlog, which the sorted claim would read
         // whole at every pass; the merge reads about a batch.
         self.keeping_up = (batch.len() as i64) < self.config.batch_size;
+        batch.sort_unstable_by_key(|e| e.id);
         for e in &mut batch {
             e.schema = self.schema.to_string();
         }

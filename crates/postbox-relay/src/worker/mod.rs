@@ -100,7 +100,7 @@ impl Worker {
         } = parts;
         let q = Queries::new(&schema);
         Worker {
-            claim_sorted: q.outbox_claim_sorted(),
+            claim_sorted: q.outbox_claim_sorted(config.sent.take()),
             q,
             // Spread the workers' first choices over the partition ring.
             seed: n * (PARTITIONS as usize / config.workers.max(1)) + std::process::id() as usize,
