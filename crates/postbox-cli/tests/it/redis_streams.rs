@@ -222,7 +222,19 @@ async fn redis_streams_killed_with_aof_loses_nothing_and_costs_no_attempts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_streams_wrong_type_key_is_dead_lettered_while_other_keys_flow() {
-    let ctx = Ctx::new("rstreambad").await;
+    wrong_type_key_is_dead_lettered("rstreambad", "mark").await;
+}
+
+/// With `sent = "delete"` the claim deletes every row it takes: the refused
+/// ones must come back (the batch is rolled back, then the good ones deleted)
+/// to be retried and dead-lettered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_streams_wrong_type_key_is_dead_lettered_with_sent_rows_deleted() {
+    wrong_type_key_is_dead_lettered("rstreambaddel", "delete").await;
+}
+
+async fn wrong_type_key_is_dead_lettered(name: &str, sent: &str) {
+    let ctx = Ctx::new(name).await;
     let url = postbox_testkit::redis_url();
     let taken = format!("{}-taken", ctx.queue);
     let mut c = redis::Client::open(url.as_str())
@@ -240,7 +252,9 @@ async fn redis_streams_wrong_type_key_is_dead_lettered_while_other_keys_flow() {
         events.push(event(&taken, "x", i));
     }
     ctx.produce(events).await;
-    let relay = relay(&ctx, &url, FAST_DEAD_LETTER);
+    let mut args = FAST_DEAD_LETTER.to_vec();
+    args.extend(["--sent", sent]);
+    let relay = relay(&ctx, &url, &args);
     wait_until(
         LONG,
         "the good events sent and the refused ones dead",
@@ -261,6 +275,12 @@ async fn redis_streams_wrong_type_key_is_dead_lettered_while_other_keys_flow() {
     );
     let seen = ioredis_read(&url, &ctx.queue).await;
     assert_eq!(seen.len(), 20, "every good event once");
+    let rows: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM {}.outbox", ctx.schema))
+        .fetch_one(&ctx.pool)
+        .await
+        .unwrap();
+    let expected = if sent == "delete" { 0 } else { 20 };
+    assert_eq!(rows, expected, "outbox rows left with sent = {sent}");
     drop(relay);
     del(&url, &[&ctx.queue, &taken]).await;
     ctx.cleanup().await;
