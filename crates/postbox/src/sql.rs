@@ -211,6 +211,7 @@ mod tests {
         assert!(!claim.contains("{partition}"));
         assert!(!claim.contains("{each_partition}"));
         assert!(!claim.contains("{take}"));
+        assert_eq!(claim.matches("UPDATE shop.outbox").count(), 1, "{claim}");
         assert_eq!(
             claim,
             q.outbox_claim(&[17, 63, 5], Take::Mark),

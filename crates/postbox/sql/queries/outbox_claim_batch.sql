@@ -1,5 +1,6 @@
 -- Claim the next batch of the partitions this relay worker owns, in id
--- order, at most $1 rows, and take them in the same statement: {take} is
+-- order, at most $1 rows, and take them in the same statement: the statement's
+-- head (the placeholder on the first line below the comments) is
 -- outbox_claim_mark.sql (sent = "mark": set sent_at) or outbox_claim_delete.sql
 -- (sent = "delete"). The worker's transaction commits only after the broker
 -- acknowledged every row; until then the rows are locked and other sessions
