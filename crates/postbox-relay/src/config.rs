@@ -96,6 +96,16 @@ pub struct Config {
     #[serde(with = "humantime_serde")]
     #[schemars(with = "crate::HumanDuration")]
     pub busy_poll_for: Duration,
+    /// When none of a schema's workers has claimed more than
+    /// `batch_size / workers` events at a pass for this long, the first
+    /// worker takes all of the relay's partitions of that schema and the
+    /// others stand by: one pass covers them all, which spares PostgreSQL
+    /// most of a keeping-up relay's transactions. Its first full batch
+    /// spreads them over every worker again. `0s`: every worker keeps its
+    /// share.
+    #[serde(with = "humantime_serde")]
+    #[schemars(with = "crate::HumanDuration")]
+    pub consolidate_after: Duration,
     /// How often workers count relay members and rebalance partitions
     /// unasked. Joins, releases and clean stops are announced and rebalanced
     /// at once; the tick is for relays that died without a word.
@@ -201,6 +211,7 @@ impl Default for Config {
             rebalance_interval: Duration::from_secs(1),
             busy_poll_interval: Duration::from_millis(1),
             busy_poll_for: Duration::from_millis(10),
+            consolidate_after: Duration::from_secs(1),
             publish_timeout: Duration::from_secs(10),
             session_timeout: Duration::from_secs(30),
             backoff_min: Duration::from_millis(100),

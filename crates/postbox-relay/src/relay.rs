@@ -212,6 +212,7 @@ impl Relay {
         for schema in &schemas {
             let signals = wake::SchemaSignals::new();
             wakers.insert(schema.to_string(), signals.clone());
+            let crew = Arc::new(crate::worker::Crew::new(&config));
             for n in 0..config.workers {
                 let worker = Worker::new(
                     config.clone(),
@@ -222,6 +223,7 @@ impl Relay {
                         stats: self.stats.clone(),
                         instance: instance.clone(),
                         servers: self.servers.clone(),
+                        crew: crew.clone(),
                     },
                     signals.clone(),
                     shutdown.clone(),

@@ -105,6 +105,10 @@ pub struct Args {
     /// [default: the relay's `busy_poll_interval`].
     #[arg(long, value_parser = parse_duration)]
     busy_poll_interval: Option<Duration>,
+    /// Relay: how long its workers keep up before one takes all their
+    /// partitions (`0s`: never) [default: the relay's `consolidate_after`].
+    #[arg(long, value_parser = parse_duration)]
+    consolidate_after: Option<Duration>,
     /// Latency: producer rates in messages/s [default: 100,1000].
     #[arg(long, value_delimiter = ',')]
     rates: Option<Vec<u64>>,
@@ -173,6 +177,8 @@ pub(crate) struct Params {
     workers: usize,
     #[serde(with = "humantime_serde")]
     busy_poll_interval: Duration,
+    #[serde(with = "humantime_serde")]
+    consolidate_after: Duration,
     rates: Vec<u64>,
     #[serde(with = "humantime_serde")]
     duration: Duration,
@@ -239,6 +245,9 @@ impl Args {
             busy_poll_interval: self
                 .busy_poll_interval
                 .unwrap_or(Config::default().busy_poll_interval),
+            consolidate_after: self
+                .consolidate_after
+                .unwrap_or(Config::default().consolidate_after),
             rates: self.rates.clone().unwrap_or_else(|| vec![100, 1000]),
             duration: self
                 .duration
@@ -470,6 +479,7 @@ impl Ctx {
             batch_size: self.p.batch_size,
             poll_interval,
             busy_poll_interval: self.p.busy_poll_interval,
+            consolidate_after: self.p.consolidate_after,
             ..Default::default()
         }
     }

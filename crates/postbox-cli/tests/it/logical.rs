@@ -123,11 +123,11 @@ async fn unsent(pool: &PgPool, schema: &str) -> i64 {
     .unwrap()
 }
 
-/// Every worker has gone to sleep (after a pass, workers arm their
+/// The relay has consolidated and gone to sleep (a worker arms its
 /// partitions just before sleeping; harmless under `logical`).
 async fn wait_idle(pool: &PgPool, schema: &str) {
-    wait_until(LONG, "the relay workers to go to sleep", || async {
-        armed_partitions(pool, schema).await == 64
+    wait_until(LONG, "the relay to consolidate and sleep", || async {
+        asleep_in_one_session(pool, schema).await
     })
     .await;
 }

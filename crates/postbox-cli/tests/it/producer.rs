@@ -236,9 +236,11 @@ async fn adaptive_notify_wakes_an_idle_relay_and_spares_busy_producers() {
         &[],
     );
     let armed = || armed_partitions(&ctx.pool, &ctx.schema);
-    wait_until(LONG, "the idle relay to arm all 64 partitions", || async {
-        armed().await == 64
-    })
+    wait_until(
+        LONG,
+        "the idle relay to consolidate and arm all 64 partitions",
+        || async { asleep_in_one_session(&ctx.pool, &ctx.schema).await },
+    )
     .await;
 
     // One plain-SQL insert to an idle relay: woken by its NOTIFY.
@@ -281,7 +283,9 @@ async fn adaptive_notify_wakes_an_idle_relay_and_spares_busy_producers() {
 
 /// Armed locks follow partition ownership: when a second relay joins, the
 /// first gives back half its partitions and their armed locks with them, so
-/// the newcomer can arm them and no producer NOTIFYs for a busy worker.
+/// the newcomer can arm them and no producer NOTIFYs for a busy worker; and
+/// when a relay's workers consolidate, the ones standing by give theirs back
+/// too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn armed_locks_follow_partitions_between_relays() {
     let ctx = adaptive_ctx("armed_move").await;
@@ -305,14 +309,16 @@ async fn armed_locks_follow_partitions_between_relays() {
         .unwrap()
     };
     let first = ctx.relay(&redis, &args, &[]);
-    wait_until(LONG, "the first relay to arm all 64 partitions", || async {
-        armed_partitions(&ctx.pool, &ctx.schema).await == 64
-    })
+    wait_until(
+        LONG,
+        "the first relay to consolidate and arm all 64 partitions",
+        || async { asleep_in_one_session(&ctx.pool, &ctx.schema).await },
+    )
     .await;
     let second = ctx.relay(&redis, &args, &[]);
     wait_until(
         LONG,
-        "both relays asleep, each armed on what it owns",
+        "both relays consolidated and asleep, each armed on what it owns",
         || async {
             let sessions: i64 = sqlx::query_scalar(
                 "SELECT count(DISTINCT pid) FROM pg_locks
@@ -323,7 +329,7 @@ async fn armed_locks_follow_partitions_between_relays() {
             .fetch_one(&ctx.pool)
             .await
             .unwrap();
-            sessions == 8 && armed_partitions(&ctx.pool, &ctx.schema).await == 64
+            sessions == 2 && armed_partitions(&ctx.pool, &ctx.schema).await == 64
         },
     )
     .await;

@@ -86,9 +86,11 @@ async fn wait_for_shares(ctx: &Ctx, what: &str, want: &[i64]) {
 async fn partitions_are_shared_and_taken_over() {
     let ctx = Ctx::new("share").await;
     let redis = postbox_testkit::redis_url();
-    let r1 = ctx.relay(&redis, &["--workers", "2"], &[]);
+    // Each worker keeps its share (no consolidation), to see the shares.
+    let args = ["--workers", "2", "--consolidate-after", "0s"];
+    let r1 = ctx.relay(&redis, &args, &[]);
     wait_for_shares(&ctx, "one relay to own all 64 partitions", &[32, 32]).await;
-    let mut r2 = ctx.relay(&redis, &["--workers", "2"], &[]);
+    let mut r2 = ctx.relay(&redis, &args, &[]);
     wait_for_shares(
         &ctx,
         "two relays to share the partitions evenly",
@@ -117,6 +119,8 @@ async fn partitions_change_hands_at_once_when_relays_join_and_leave() {
         "10m",
         "--session-timeout",
         "11m",
+        "--consolidate-after",
+        "0s",
     ];
     let r1 = ctx.relay(&redis, &args, &[]);
     wait_for_shares(
@@ -143,6 +147,40 @@ async fn partitions_change_hands_at_once_when_relays_join_and_leave() {
     )
     .await;
     drop(r1);
+    ctx.cleanup().await;
+}
+
+/// A relay keeping up consolidates: its first worker holds every partition,
+/// the others stand by; a backlog spreads the partitions over all four
+/// workers again. Both hand-overs lose nothing and keep each key's order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keeping_up_relay_consolidates_and_a_backlog_spreads_it() {
+    let ctx = Ctx::new("crew").await;
+    let redis = postbox_testkit::redis_url();
+    // Each batch is held a second, so a backlog of 200 lasts seconds.
+    let args = ["--batch-size", "10", "--consolidate-after", "300ms"];
+    let relay = ctx.relay(&redis, &args, &[("POSTBOX_FAILPOINT", "slow_publish")]);
+    wait_for_shares(&ctx, "the idle relay's first worker to hold all", &[64]).await;
+    const N: usize = 200;
+    let events = (0..N)
+        .map(|i| ctx.event(&format!("k{}", i % 64), i / 64 + 1))
+        .collect();
+    ctx.produce(events).await;
+    wait_for_shares(
+        &ctx,
+        "a full batch to spread the partitions over the four workers",
+        &[16, 16, 16, 16],
+    )
+    .await;
+    wait_until(LONG, "the backlog relayed", || async {
+        ctx.unsent().await == 0
+    })
+    .await;
+    wait_for_shares(&ctx, "the relay to consolidate again", &[64]).await;
+    let seen = RedisView::new(&redis, &ctx.queue).await.waiting().await;
+    assert_eq!(seen.len(), N, "every event arrives exactly once");
+    assert_per_key_order(&seen);
+    drop(relay);
     ctx.cleanup().await;
 }
 

@@ -471,6 +471,22 @@ impl Ctx {
     }
 }
 
+/// Whether `schema`'s relay sleeps consolidated: one session holds all 64
+/// armed locks (after `consolidate_after` of small batches the first worker
+/// takes every partition of its relay, and arms them before sleeping).
+pub async fn asleep_in_one_session(pool: &sqlx::PgPool, schema: &str) -> bool {
+    let (armed, sessions): (i64, i64) = sqlx::query_as(
+        "SELECT count(*), count(DISTINCT pid) FROM pg_locks
+          WHERE locktype = 'advisory' AND granted AND mode = 'ExclusiveLock'
+            AND objsubid = 2 AND classid = hashtext('postbox.armed.' || $1)::oid",
+    )
+    .bind(schema)
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    (armed, sessions) == (64, 1)
+}
+
 /// Partitions of `schema` whose relay worker sleeps: the armed locks its
 /// session holds (migration 0009), producers NOTIFY for them.
 pub async fn armed_partitions(pool: &sqlx::PgPool, schema: &str) -> i64 {

@@ -17,6 +17,7 @@ impl Worker {
         let started = Instant::now();
         let mut tx = conn.begin().await?;
         let batch = self.claim(&mut tx).await?;
+        let _busy = self.crew.claimed(batch.len());
         if batch.is_empty() {
             tx.commit().await?;
             return Ok(Pass::Drained { found: 0 });

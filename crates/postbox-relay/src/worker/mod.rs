@@ -1,10 +1,14 @@
 //! One relay worker: a PostgreSQL session that owns some partitions of one
 //! schema's outbox and relays them, batch after batch, in id order. This file
 //! is its loop; [`ownership`] is how it shares the partitions with the other
-//! workers, [`batch`] one claim → publish → commit.
+//! workers, [`crew`] how many its relay's workers each aim for, [`batch`] one
+//! claim → publish → commit.
 
 mod batch;
+mod crew;
 mod ownership;
+
+pub(crate) use crew::Crew;
 
 use crate::wake::{SchemaSignals, WakeRx};
 use crate::{Backoff, Config, Destination, Stats};
@@ -19,6 +23,13 @@ pub(crate) struct Worker {
     config: Arc<Config>,
     schema: SchemaName,
     q: Queries,
+    /// This worker's number in its crew; the first holds the crew's share
+    /// while the crew is consolidated.
+    n: usize,
+    crew: Arc<Crew>,
+    /// What [`Crew::consolidated`] said at this worker's last look: a
+    /// change means shares to rebalance.
+    consolidated: bool,
     seed: usize,
     sink: Arc<dyn Destination>,
     stats: Arc<Stats>,
@@ -55,6 +66,8 @@ pub(crate) struct Parts {
     pub instance: Arc<str>,
     /// Where to open sessions (follows the primary).
     pub servers: Arc<postbox::Servers>,
+    /// The workers of this relay serving the same schema.
+    pub crew: Arc<Crew>,
 }
 
 /// Why [`Worker::idle`] returned.
@@ -97,11 +110,15 @@ impl Worker {
             stats,
             instance,
             servers,
+            crew,
         } = parts;
         let q = Queries::new(&schema);
         Worker {
             claim_sorted: q.outbox_claim_sorted(config.sent.take()),
             q,
+            n,
+            crew,
+            consolidated: false,
             // Spread the workers' first choices over the partition ring.
             seed: n * (PARTITIONS as usize / config.workers.max(1)) + std::process::id() as usize,
             config,
@@ -141,6 +158,7 @@ impl Worker {
                 }
             };
             failures = 0;
+            self.crew.first_online(self.n, true);
             let mut broker_failures = 0u32;
             let mut next_rebalance = Instant::now();
             // Claim at once on (re)connect: rows may have waited while we were away.
@@ -155,6 +173,9 @@ impl Worker {
                     // Checked between batches, so a worker draining a backlog
                     // still gives partitions back within one batch.
                     rebalance_now |= self.rebalance.has_changed().unwrap_or(false);
+                    let consolidated = self.crew.consolidated();
+                    rebalance_now |= consolidated != self.consolidated;
+                    self.consolidated = consolidated;
                     if rebalance_now || Instant::now() >= next_rebalance {
                         self.rebalance.borrow_and_update();
                         rebalance_now = false;
@@ -220,6 +241,7 @@ impl Worker {
                 Ok(())
             }
             .await;
+            self.crew.first_online(self.n, false);
             match result {
                 Ok(()) => {
                     // Closing the session would release the locks too, but the

@@ -48,7 +48,9 @@ impl Worker {
             .bind(self.schema.as_str())
             .fetch_one(&mut *conn)
             .await?;
-        let target = target_share(PARTITIONS as usize, members as usize);
+        let target = self
+            .crew
+            .share(self.n, target_share(PARTITIONS as usize, members as usize));
         if self.owned.len() > target {
             self.stats
                 .owned
