@@ -96,16 +96,21 @@ pub struct Config {
     #[serde(with = "humantime_serde")]
     #[schemars(with = "crate::HumanDuration")]
     pub busy_poll_for: Duration,
-    /// When none of a schema's workers has claimed more than
-    /// `batch_size / workers` events at a pass for this long, the first
-    /// worker takes all of the relay's partitions of that schema and the
-    /// others stand by: one pass covers them all, which spares PostgreSQL
-    /// most of a keeping-up relay's transactions. Its first full batch
-    /// spreads them over every worker again. `0s`: every worker keeps its
-    /// share.
+    /// When no worker of a schema has claimed more than
+    /// `batch_size × keeping_up_workers / workers` events at a pass for this
+    /// long, the first `keeping_up_workers` take all of the relay's
+    /// partitions of that schema and the others stand by: fewer passes
+    /// cover them all, which spares PostgreSQL most of a keeping-up relay's
+    /// transactions. A full batch spreads them over every worker again.
+    /// `0s`: every worker keeps its share.
     #[serde(with = "humantime_serde")]
     #[schemars(with = "crate::HumanDuration")]
     pub consolidate_after: Duration,
+    /// Workers per schema that claim while the relay keeps up (see
+    /// `consolidate_after`). One costs PostgreSQL least but does every
+    /// claim, publish and commit in turn, which lengthens the latency tail
+    /// under load; from `workers` up, all keep claiming.
+    pub keeping_up_workers: usize,
     /// How often workers count relay members and rebalance partitions
     /// unasked. Joins, releases and clean stops are announced and rebalanced
     /// at once; the tick is for relays that died without a word.
@@ -212,6 +217,7 @@ impl Default for Config {
             busy_poll_interval: Duration::from_millis(1),
             busy_poll_for: Duration::from_millis(10),
             consolidate_after: Duration::from_secs(1),
+            keeping_up_workers: 1,
             publish_timeout: Duration::from_secs(10),
             session_timeout: Duration::from_secs(30),
             backoff_min: Duration::from_millis(100),
@@ -325,6 +331,13 @@ impl Config {
         }
         if !(1..=64).contains(&self.workers) {
             return err("workers", format!("{} is outside 1..=64", self.workers));
+        }
+        if self.keeping_up_workers < 1 {
+            return err(
+                "keeping_up_workers",
+                "must be at least 1 (`consolidate_after = \"0s\"` keeps every worker claiming)"
+                    .into(),
+            );
         }
         if !(1..=100_000).contains(&self.batch_size) {
             return err(

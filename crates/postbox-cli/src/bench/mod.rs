@@ -109,6 +109,10 @@ pub struct Args {
     /// partitions (`0s`: never) [default: the relay's `consolidate_after`].
     #[arg(long, value_parser = parse_duration)]
     consolidate_after: Option<Duration>,
+    /// Relay: workers that claim while the relay keeps up [default: the
+    /// relay's `keeping_up_workers`].
+    #[arg(long)]
+    keeping_up_workers: Option<usize>,
     /// Latency: producer rates in messages/s [default: 100,1000].
     #[arg(long, value_delimiter = ',')]
     rates: Option<Vec<u64>>,
@@ -179,6 +183,7 @@ pub(crate) struct Params {
     busy_poll_interval: Duration,
     #[serde(with = "humantime_serde")]
     consolidate_after: Duration,
+    keeping_up_workers: usize,
     rates: Vec<u64>,
     #[serde(with = "humantime_serde")]
     duration: Duration,
@@ -248,6 +253,9 @@ impl Args {
             consolidate_after: self
                 .consolidate_after
                 .unwrap_or(Config::default().consolidate_after),
+            keeping_up_workers: self
+                .keeping_up_workers
+                .unwrap_or(Config::default().keeping_up_workers),
             rates: self.rates.clone().unwrap_or_else(|| vec![100, 1000]),
             duration: self
                 .duration
@@ -480,6 +488,7 @@ impl Ctx {
             poll_interval,
             busy_poll_interval: self.p.busy_poll_interval,
             consolidate_after: self.p.consolidate_after,
+            keeping_up_workers: self.p.keeping_up_workers,
             ..Default::default()
         }
     }

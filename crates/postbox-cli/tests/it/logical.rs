@@ -127,7 +127,7 @@ async fn unsent(pool: &PgPool, schema: &str) -> i64 {
 /// partitions just before sleeping; harmless under `logical`).
 async fn wait_idle(pool: &PgPool, schema: &str) {
     wait_until(LONG, "the relay to consolidate and sleep", || async {
-        asleep_in_one_session(pool, schema).await
+        asleep_consolidated(pool, schema, 1).await
     })
     .await;
 }

@@ -239,7 +239,7 @@ async fn adaptive_notify_wakes_an_idle_relay_and_spares_busy_producers() {
     wait_until(
         LONG,
         "the idle relay to consolidate and arm all 64 partitions",
-        || async { asleep_in_one_session(&ctx.pool, &ctx.schema).await },
+        || async { asleep_consolidated(&ctx.pool, &ctx.schema, 1).await },
     )
     .await;
 
@@ -312,7 +312,7 @@ async fn armed_locks_follow_partitions_between_relays() {
     wait_until(
         LONG,
         "the first relay to consolidate and arm all 64 partitions",
-        || async { asleep_in_one_session(&ctx.pool, &ctx.schema).await },
+        || async { asleep_consolidated(&ctx.pool, &ctx.schema, 1).await },
     )
     .await;
     let second = ctx.relay(&redis, &args, &[]);

@@ -150,9 +150,10 @@ async fn partitions_change_hands_at_once_when_relays_join_and_leave() {
     ctx.cleanup().await;
 }
 
-/// A relay keeping up consolidates: its first worker holds every partition,
-/// the others stand by; a backlog spreads the partitions over all four
-/// workers again. Both hand-overs lose nothing and keep each key's order.
+/// A relay keeping up consolidates: its first worker holds every partition
+/// (two with `--keeping-up-workers 2`), the others stand by; a backlog
+/// spreads the partitions over all four workers again. Both hand-overs lose
+/// nothing and keep each key's order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_keeping_up_relay_consolidates_and_a_backlog_spreads_it() {
     let ctx = Ctx::new("crew").await;
@@ -180,6 +181,11 @@ async fn a_keeping_up_relay_consolidates_and_a_backlog_spreads_it() {
     let seen = RedisView::new(&redis, &ctx.queue).await.waiting().await;
     assert_eq!(seen.len(), N, "every event arrives exactly once");
     assert_per_key_order(&seen);
+    drop(relay);
+    // Two keeping up: the first two workers share what one held.
+    let args = [&args[..], &["--keeping-up-workers", "2"]].concat();
+    let relay = ctx.relay(&redis, &args, &[]);
+    wait_for_shares(&ctx, "the first two workers to hold all", &[32, 32]).await;
     drop(relay);
     ctx.cleanup().await;
 }

@@ -471,11 +471,12 @@ impl Ctx {
     }
 }
 
-/// Whether `schema`'s relay sleeps consolidated: one session holds all 64
-/// armed locks (after `consolidate_after` of small batches the first worker
-/// takes every partition of its relay, and arms them before sleeping).
-pub async fn asleep_in_one_session(pool: &sqlx::PgPool, schema: &str) -> bool {
-    let (armed, sessions): (i64, i64) = sqlx::query_as(
+/// Whether `schema`'s relays sleep consolidated: `sessions` sessions hold
+/// all 64 armed locks (after `consolidate_after` of small batches the first
+/// `keeping_up_workers` of a relay, 1, take every partition of their relay,
+/// and arm them before sleeping).
+pub async fn asleep_consolidated(pool: &sqlx::PgPool, schema: &str, sessions: i64) -> bool {
+    let (armed, held_by): (i64, i64) = sqlx::query_as(
         "SELECT count(*), count(DISTINCT pid) FROM pg_locks
           WHERE locktype = 'advisory' AND granted AND mode = 'ExclusiveLock'
             AND objsubid = 2 AND classid = hashtext('postbox.armed.' || $1)::oid",
@@ -484,7 +485,7 @@ pub async fn asleep_in_one_session(pool: &sqlx::PgPool, schema: &str) -> bool {
     .fetch_one(pool)
     .await
     .unwrap();
-    (armed, sessions) == (64, 1)
+    (armed, held_by) == (64, sessions)
 }
 
 /// Partitions of `schema` whose relay worker sleeps: the armed locks its

@@ -1,12 +1,14 @@
 //! The workers of one relay serving one schema, as a crew: while none of them
-//! finds much at a pass, one worker (the first) holds the whole crew's share
-//! of the partitions and the others stand by, owning nothing; the first batch
-//! that comes back full spreads the partitions over all of them again.
+//! finds much at a pass, the first `keeping_up_workers` hold the whole crew's
+//! share of the partitions and the others stand by, owning nothing; the
+//! first batch that comes back full spreads the partitions over all of them
+//! again.
 //!
 //! Why: a worker keeping up costs PostgreSQL a transaction per pass whatever
-//! it finds, so four workers polling a trickle cost about four times what one
-//! worker polling all their partitions does, with no latency gained (each
-//! pass covers everything its worker owns). Backlogs still get every worker.
+//! it finds, so four workers polling a trickle cost about twice what two
+//! polling the same partitions do. Fewer still (one) costs less again but
+//! serialises claim, publish and commit for every partition, which lengthens
+//! the latency tail under load. Backlogs still get every worker.
 //!
 //! Ownership itself does not change character: partitions still move only
 //! between batches, through their advisory locks (see `ownership`), so the
@@ -20,12 +22,14 @@ use std::time::{Duration, Instant};
 
 pub(crate) struct Crew {
     workers: usize,
+    /// Workers that claim while consolidated: the first `active`.
+    active: usize,
     /// `consolidate_after`; zero: never consolidate.
     after: Duration,
     /// A full batch: spreads a consolidated crew.
     full: usize,
-    /// A batch above this keeps a spread crew spread: about what one worker
-    /// would find if it polled the others' partitions too.
+    /// A batch above this keeps a spread crew spread: about what it would
+    /// become once `active` workers poll every partition.
     busy: usize,
     epoch: Instant,
     /// When a pass with a batch above `busy` (spread) or a full one
@@ -35,26 +39,28 @@ pub(crate) struct Crew {
     /// slow the broker (a pass may take longer than `after`).
     busy_passes: AtomicUsize,
     consolidated: AtomicBool,
-    /// Whether the first worker has a session; without one, the others keep
-    /// their shares rather than leave partitions to nobody of this relay.
-    first_online: AtomicBool,
+    /// Sessions of the `active` workers: without all of them, the others
+    /// keep their shares rather than leave partitions to nobody.
+    active_online: AtomicUsize,
 }
 
 impl Crew {
     pub(crate) fn new(config: &Config) -> Self {
         let workers = config.workers.max(1);
+        let active = config.keeping_up_workers.clamp(1, workers);
         Crew {
             workers,
+            active,
             after: config.consolidate_after,
             full: config.batch_size as usize,
-            busy: (config.batch_size as usize / workers).max(1),
+            busy: (config.batch_size as usize * active / workers).max(1),
             epoch: Instant::now(),
             // A relay starting may face a backlog: spread until it has
             // seen `after` of small batches.
             last_busy: AtomicU64::new(0),
             busy_passes: AtomicUsize::new(0),
             consolidated: AtomicBool::new(false),
-            first_online: AtomicBool::new(false),
+            active_online: AtomicUsize::new(0),
         }
     }
 
@@ -81,10 +87,13 @@ impl Crew {
         Some(BusyPass(self.clone()))
     }
 
-    /// Whether one worker holds the crew's share now; turns true once no
-    /// worker has claimed more than `busy` events for `after`.
+    /// Whether the first `active` workers hold the crew's share now; turns
+    /// true once no worker has claimed more than `busy` events for `after`.
     pub(crate) fn consolidated(&self) -> bool {
-        if self.workers == 1 || self.after.is_zero() || !self.first_online.load(Relaxed) {
+        if self.active == self.workers
+            || self.after.is_zero()
+            || self.active_online.load(Relaxed) < self.active
+        {
             return false;
         }
         if self.consolidated.load(Relaxed) {
@@ -93,31 +102,38 @@ impl Crew {
         let quiet = self.now().saturating_sub(self.last_busy.load(Relaxed));
         if self.busy_passes.load(Relaxed) == 0 && quiet >= self.after.as_millis() as u64 {
             if !self.consolidated.swap(true, Relaxed) {
-                tracing::debug!("keeping up: one worker takes the relay's partitions");
+                tracing::debug!(
+                    workers = self.active,
+                    "keeping up: fewer workers take the relay's partitions"
+                );
             }
             return true;
         }
         false
     }
 
-    /// The first worker's session came up (`true`) or went (`false`).
-    pub(crate) fn first_online(&self, n: usize, online: bool) {
-        if n == 0 {
-            self.first_online.store(online, Relaxed);
-            if !online {
-                // Its partitions are free: the others take their shares now.
-                self.consolidated.store(false, Relaxed);
-                self.last_busy.store(self.now(), Relaxed);
-            }
+    /// Worker `n`'s session came up (`true`) or went (`false`); calls come
+    /// in pairs.
+    pub(crate) fn online(&self, n: usize, online: bool) {
+        if n >= self.active {
+            return;
+        }
+        if online {
+            self.active_online.fetch_add(1, Relaxed);
+        } else {
+            self.active_online.fetch_sub(1, Relaxed);
+            // Its partitions are free: the others take their shares now.
+            self.consolidated.store(false, Relaxed);
+            self.last_busy.store(self.now(), Relaxed);
         }
     }
 
     /// Partitions worker `n` aims to hold when one worker's fair share is `share`.
     pub(crate) fn share(&self, n: usize, share: usize) -> usize {
-        match (self.consolidated(), n) {
+        match (self.consolidated(), n < self.active) {
             (false, _) => share,
-            (true, 0) => share * self.workers,
-            (true, _) => 0,
+            (true, true) => (share * self.workers).div_ceil(self.active),
+            (true, false) => 0,
         }
     }
 }
@@ -137,14 +153,17 @@ impl Drop for BusyPass {
 mod tests {
     use super::*;
 
-    fn crew(workers: usize, after: Duration) -> Arc<Crew> {
+    fn crew(workers: usize, keeping_up_workers: usize, after: Duration) -> Arc<Crew> {
         let crew = Arc::new(Crew::new(&Config {
             workers,
+            keeping_up_workers,
             batch_size: 400,
             consolidate_after: after,
             ..Config::default()
         }));
-        crew.first_online(0, true);
+        for n in 0..workers {
+            crew.online(n, true);
+        }
         crew
     }
 
@@ -152,10 +171,10 @@ mod tests {
     fn small_batches_consolidate_and_a_full_one_spreads() {
         // Long enough that no hiccup between two lines outlasts it.
         let after = Duration::from_millis(200);
-        let c = crew(4, after);
+        let c = crew(4, 1, after);
         assert!(!c.consolidated(), "spread when starting");
         std::thread::sleep(after);
-        assert!(c.claimed(100).is_none(), "not above 400 / 4");
+        assert!(c.claimed(100).is_none(), "not above 400 × 1 / 4");
         assert!(c.consolidated());
         assert_eq!((c.share(0, 16), c.share(1, 16), c.share(3, 16)), (64, 0, 0));
         assert!(c.claimed(399).is_none(), "large when spread, not full");
@@ -172,33 +191,50 @@ mod tests {
     }
 
     #[test]
+    fn two_keeping_up_workers_share_the_crews_partitions() {
+        let c = crew(4, 2, Duration::from_millis(1));
+        std::thread::sleep(Duration::from_millis(3));
+        assert!(c.claimed(200).is_none(), "not above 400 × 2 / 4");
+        assert!(c.consolidated());
+        let shares: Vec<usize> = (0..4).map(|n| c.share(n, 16)).collect();
+        assert_eq!(shares, [32, 32, 0, 0]);
+        let c = crew(3, 2, Duration::from_millis(1));
+        std::thread::sleep(Duration::from_millis(3));
+        assert!(c.consolidated());
+        let shares: Vec<usize> = (0..3).map(|n| c.share(n, 22)).collect();
+        assert_eq!(shares, [33, 33, 0], "rounded up: every partition covered");
+    }
+
+    #[test]
     fn busy_batches_keep_a_spread_crew_spread() {
-        let c = crew(4, Duration::from_millis(1));
+        let c = crew(4, 1, Duration::from_millis(1));
         let pass = c.claimed(101);
         assert!(pass.is_some());
         std::thread::sleep(Duration::from_millis(3));
         assert!(!c.consolidated(), "while a busy pass lasts");
-        let c = crew(4, Duration::from_secs(3600));
+        let c = crew(4, 1, Duration::from_secs(3600));
         drop(c.claimed(101));
         assert!(!c.consolidated(), "after a busy pass");
     }
 
     #[test]
-    fn never_with_one_worker_zero_after_or_the_first_offline() {
-        let one = crew(1, Duration::from_millis(1));
-        let never = crew(4, Duration::ZERO);
-        let offline = crew(4, Duration::from_millis(1));
-        offline.first_online(0, false);
+    fn never_with_all_workers_keeping_up_zero_after_or_one_offline() {
+        let all = crew(4, 4, Duration::from_millis(1));
+        let one = crew(1, 1, Duration::from_millis(1));
+        let never = crew(4, 1, Duration::ZERO);
+        let offline = crew(4, 2, Duration::from_millis(1));
+        offline.online(1, false);
         std::thread::sleep(Duration::from_millis(3));
-        for c in [&one, &never, &offline] {
+        for c in [&all, &one, &never, &offline] {
             assert!(!c.consolidated());
             assert_eq!(c.share(1, 16), 16);
         }
-        offline.first_online(3, true); // not the first worker
+        offline.online(3, false); // stands by anyway
+        offline.online(3, true);
         assert!(!offline.consolidated());
-        offline.first_online(0, true);
+        offline.online(1, true);
         assert!(offline.consolidated());
-        offline.first_online(0, false);
+        offline.online(0, false);
         assert!(
             !offline.consolidated(),
             "its partitions go back to the others"

@@ -23,8 +23,8 @@ pub(crate) struct Worker {
     config: Arc<Config>,
     schema: SchemaName,
     q: Queries,
-    /// This worker's number in its crew; the first holds the crew's share
-    /// while the crew is consolidated.
+    /// This worker's number in its crew; the first `keeping_up_workers`
+    /// hold the crew's share while the crew is consolidated.
     n: usize,
     crew: Arc<Crew>,
     /// What [`Crew::consolidated`] said at this worker's last look: a
@@ -158,7 +158,7 @@ impl Worker {
                 }
             };
             failures = 0;
-            self.crew.first_online(self.n, true);
+            self.crew.online(self.n, true);
             let mut broker_failures = 0u32;
             let mut next_rebalance = Instant::now();
             // Claim at once on (re)connect: rows may have waited while we were away.
@@ -241,7 +241,7 @@ impl Worker {
                 Ok(())
             }
             .await;
-            self.crew.first_online(self.n, false);
+            self.crew.online(self.n, false);
             match result {
                 Ok(()) => {
                     // Closing the session would release the locks too, but the
