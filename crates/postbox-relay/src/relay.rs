@@ -212,7 +212,7 @@ impl Relay {
         for schema in &schemas {
             let signals = wake::SchemaSignals::new();
             wakers.insert(schema.to_string(), signals.clone());
-            let crew = Arc::new(crate::worker::Crew::new(&config));
+            let crew = Arc::new(crate::worker::Crew::new(&config, schema.as_str()));
             for n in 0..config.workers {
                 let worker = Worker::new(
                     config.clone(),

@@ -47,6 +47,8 @@ async fn metrics_and_health_are_served() {
                 let body = http_get(&u).await.map(|r| r.1).unwrap_or_default();
                 body.contains(&p)
                     && body.contains(&format!("postbox_pending_events_total{{schema=\"{s}\"}} 0"))
+                    // Keeping up: one of the four workers claims.
+                    && body.contains(&format!("postbox_relay_claiming_workers{{schema=\"{s}\"}} 1"))
             }
         },
     )

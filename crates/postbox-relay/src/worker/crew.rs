@@ -5,10 +5,11 @@
 //! again.
 //!
 //! Why: a worker keeping up costs PostgreSQL a transaction per pass whatever
-//! it finds, so four workers polling a trickle cost about twice what two
-//! polling the same partitions do. Fewer still (one) costs less again but
-//! serialises claim, publish and commit for every partition, which lengthens
-//! the latency tail under load. Backlogs still get every worker.
+//! it finds, so four workers polling a trickle cost about four times what one
+//! polling all their partitions does. One worker also claims, publishes and
+//! commits for every partition in turn, which lengthens the latency tail
+//! under heavy load; `keeping_up_workers` chooses. Backlogs still get every
+//! worker.
 //!
 //! Ownership itself does not change character: partitions still move only
 //! between batches, through their advisory locks (see `ownership`), so the
@@ -21,6 +22,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub(crate) struct Crew {
+    /// The schema, for the `postbox_relay_claiming_workers` gauge.
+    schema: String,
     workers: usize,
     /// Workers that claim while consolidated: the first `active`.
     active: usize,
@@ -45,10 +48,11 @@ pub(crate) struct Crew {
 }
 
 impl Crew {
-    pub(crate) fn new(config: &Config) -> Self {
+    pub(crate) fn new(config: &Config, schema: &str) -> Self {
         let workers = config.workers.max(1);
         let active = config.keeping_up_workers.clamp(1, workers);
-        Crew {
+        let crew = Crew {
+            schema: schema.to_owned(),
             workers,
             active,
             after: config.consolidate_after,
@@ -61,7 +65,15 @@ impl Crew {
             busy_passes: AtomicUsize::new(0),
             consolidated: AtomicBool::new(false),
             active_online: AtomicUsize::new(0),
-        }
+        };
+        crew.report(workers);
+        crew
+    }
+
+    /// How many of the relay's workers of this schema claim now.
+    fn report(&self, claiming: usize) {
+        metrics::gauge!("postbox_relay_claiming_workers", "schema" => self.schema.clone())
+            .set(claiming as f64);
     }
 
     fn now(&self) -> u64 {
@@ -76,6 +88,7 @@ impl Crew {
                 return None;
             }
             self.consolidated.store(false, Relaxed);
+            self.report(self.workers);
             tracing::debug!(
                 found,
                 "a full batch: the relay's partitions spread over its workers"
@@ -102,6 +115,7 @@ impl Crew {
         let quiet = self.now().saturating_sub(self.last_busy.load(Relaxed));
         if self.busy_passes.load(Relaxed) == 0 && quiet >= self.after.as_millis() as u64 {
             if !self.consolidated.swap(true, Relaxed) {
+                self.report(self.active);
                 tracing::debug!(
                     workers = self.active,
                     "keeping up: fewer workers take the relay's partitions"
@@ -123,7 +137,9 @@ impl Crew {
         } else {
             self.active_online.fetch_sub(1, Relaxed);
             // Its partitions are free: the others take their shares now.
-            self.consolidated.store(false, Relaxed);
+            if self.consolidated.swap(false, Relaxed) {
+                self.report(self.workers);
+            }
             self.last_busy.store(self.now(), Relaxed);
         }
     }
@@ -154,13 +170,16 @@ mod tests {
     use super::*;
 
     fn crew(workers: usize, keeping_up_workers: usize, after: Duration) -> Arc<Crew> {
-        let crew = Arc::new(Crew::new(&Config {
-            workers,
-            keeping_up_workers,
-            batch_size: 400,
-            consolidate_after: after,
-            ..Config::default()
-        }));
+        let crew = Arc::new(Crew::new(
+            &Config {
+                workers,
+                keeping_up_workers,
+                batch_size: 400,
+                consolidate_after: after,
+                ..Config::default()
+            },
+            "test",
+        ));
         for n in 0..workers {
             crew.online(n, true);
         }
