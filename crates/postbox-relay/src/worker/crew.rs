@@ -35,6 +35,9 @@ pub(crate) struct Crew {
     /// become once `active` workers poll every partition.
     busy: usize,
     epoch: Instant,
+    /// Milliseconds the tests add to the clock instead of sleeping.
+    #[cfg(test)]
+    skew: AtomicU64,
     /// When a pass with a batch above `busy` (spread) or a full one
     /// (consolidated) last ended, in milliseconds since `epoch`.
     last_busy: AtomicU64,
@@ -59,6 +62,8 @@ impl Crew {
             full: config.batch_size as usize,
             busy: (config.batch_size as usize * active / workers).max(1),
             epoch: Instant::now(),
+            #[cfg(test)]
+            skew: AtomicU64::new(0),
             // A relay starting may face a backlog: spread until it has
             // seen `after` of small batches.
             last_busy: AtomicU64::new(0),
@@ -77,7 +82,10 @@ impl Crew {
     }
 
     fn now(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64
+        let now = self.epoch.elapsed().as_millis() as u64;
+        #[cfg(test)]
+        let now = now + self.skew.load(Relaxed);
+        now
     }
 
     /// A worker of the crew claimed `found` events; a busy pass holds the
@@ -169,6 +177,13 @@ impl Drop for BusyPass {
 mod tests {
     use super::*;
 
+    impl Crew {
+        /// Move the crew's clock on by `d`.
+        fn pass(&self, d: Duration) {
+            self.skew.fetch_add(d.as_millis() as u64, Relaxed);
+        }
+    }
+
     fn crew(workers: usize, keeping_up_workers: usize, after: Duration) -> Arc<Crew> {
         let crew = Arc::new(Crew::new(
             &Config {
@@ -188,11 +203,10 @@ mod tests {
 
     #[test]
     fn small_batches_consolidate_and_a_full_one_spreads() {
-        // Long enough that no hiccup between two lines outlasts it.
-        let after = Duration::from_millis(200);
+        let after = Duration::from_secs(1);
         let c = crew(4, 1, after);
         assert!(!c.consolidated(), "spread when starting");
-        std::thread::sleep(after);
+        c.pass(after);
         assert!(c.claimed(100).is_none(), "not above 400 × 1 / 4");
         assert!(c.consolidated());
         assert_eq!((c.share(0, 16), c.share(1, 16), c.share(3, 16)), (64, 0, 0));
@@ -201,24 +215,24 @@ mod tests {
         let pass = c.claimed(400);
         assert!(!c.consolidated(), "a full batch spreads at once");
         assert_eq!((c.share(0, 16), c.share(1, 16)), (16, 16));
-        std::thread::sleep(after);
+        c.pass(after);
         assert!(!c.consolidated(), "spread while its pass lasts");
         drop(pass);
         assert!(!c.consolidated(), "and for `after` from its end");
-        std::thread::sleep(after);
+        c.pass(after);
         assert!(c.consolidated());
     }
 
     #[test]
     fn two_keeping_up_workers_share_the_crews_partitions() {
         let c = crew(4, 2, Duration::from_millis(1));
-        std::thread::sleep(Duration::from_millis(3));
+        c.pass(Duration::from_millis(3));
         assert!(c.claimed(200).is_none(), "not above 400 × 2 / 4");
         assert!(c.consolidated());
         let shares: Vec<usize> = (0..4).map(|n| c.share(n, 16)).collect();
         assert_eq!(shares, [32, 32, 0, 0]);
         let c = crew(3, 2, Duration::from_millis(1));
-        std::thread::sleep(Duration::from_millis(3));
+        c.pass(Duration::from_millis(3));
         assert!(c.consolidated());
         let shares: Vec<usize> = (0..3).map(|n| c.share(n, 22)).collect();
         assert_eq!(shares, [33, 33, 0], "rounded up: every partition covered");
@@ -229,7 +243,7 @@ mod tests {
         let c = crew(4, 1, Duration::from_millis(1));
         let pass = c.claimed(101);
         assert!(pass.is_some());
-        std::thread::sleep(Duration::from_millis(3));
+        c.pass(Duration::from_millis(3));
         assert!(!c.consolidated(), "while a busy pass lasts");
         let c = crew(4, 1, Duration::from_secs(3600));
         drop(c.claimed(101));
@@ -243,8 +257,8 @@ mod tests {
         let never = crew(4, 1, Duration::ZERO);
         let offline = crew(4, 2, Duration::from_millis(1));
         offline.online(1, false);
-        std::thread::sleep(Duration::from_millis(3));
         for c in [&all, &one, &never, &offline] {
+            c.pass(Duration::from_millis(3));
             assert!(!c.consolidated());
             assert_eq!(c.share(1, 16), 16);
         }
