@@ -23,9 +23,37 @@ pub struct KafkaConfig {
     pub message_timeout: Duration,
     /// Extra librdkafka properties (`security.protocol`, `sasl.*`, `ssl.*`,
     /// `compression.type`...). Properties that postbox's guarantees depend on
-    /// (`enable.idempotence`, `acks`, `max.in.flight.requests.per.connection`)
-    /// cannot be overridden.
+    /// (`enable.idempotence`, `acks`, `max.in.flight.requests.per.connection`,
+    /// `transactional.id`) cannot be overridden.
     pub properties: BTreeMap<String, String>,
+    /// How a batch with a deep key is sent: `transaction` (one Kafka
+    /// transaction, all its events at once) or `waves` (one awaited round of
+    /// produce requests per event of the deepest key).
+    pub publish: PublishMode,
+    /// Start of the relay's transactional ids (`<prefix>-<random>-<n>`): with
+    /// ACLs, grant the relay's principal Write on TransactionalId with this
+    /// prefix. Used with `publish = "transaction"`.
+    pub transactional_id_prefix: String,
+}
+
+/// How the sink sends a batch.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum PublishMode {
+    /// The whole batch as one Kafka transaction: every event produced at
+    /// once (librdkafka keeps each partition's order) and committed together,
+    /// so `read_committed` consumers see all of it or none of it. A failed
+    /// transaction is aborted and the batch sent again in `waves`. Where the
+    /// broker refuses transactions (no ACL, no support), the sink says so and
+    /// sends in waves.
+    #[default]
+    Transaction,
+    /// One event per key per awaited round of produce requests (a batch of
+    /// depth *d* per key takes *d* rounds); what a consumer reading
+    /// `read_uncommitted` needs for per-key order through failures.
+    Waves,
 }
 
 /// What a Kafka message's value holds.
@@ -49,6 +77,8 @@ impl Default for KafkaConfig {
             value: ValueFormat::Payload,
             message_timeout: Duration::from_secs(5),
             properties: BTreeMap::new(),
+            publish: PublishMode::Transaction,
+            transactional_id_prefix: "postbox".into(),
         }
     }
 }
@@ -69,6 +99,8 @@ impl std::fmt::Debug for KafkaConfig {
                     .map(|k| format!("{k}=***"))
                     .collect::<Vec<_>>(),
             )
+            .field("publish", &self.publish)
+            .field("transactional_id_prefix", &self.transactional_id_prefix)
             .finish()
     }
 }
@@ -83,6 +115,8 @@ pub(crate) const GUARDED: &[&str] = &[
     "max.in.flight",
     "message.timeout.ms",
     "delivery.timeout.ms",
+    "transactional.id",
+    "transaction.timeout.ms",
 ];
 
 impl postbox_relay::Section for KafkaConfig {
@@ -107,7 +141,7 @@ impl postbox_relay::SinkConfig for KafkaConfig {
             });
         }
         Ok(std::sync::Arc::new(postbox_relay::Delivery::new(
-            crate::KafkaSink::new(self)?,
+            crate::KafkaSink::new(self, relay.publish_timeout)?,
         )))
     }
 
@@ -130,7 +164,19 @@ impl KafkaConfig {
         {
             return err(
                 "kafka.properties",
-                format!("{k} is set by postbox (idempotent producer, acks=all, bounded in-flight) and cannot be overridden"),
+                format!("{k} is set by postbox (idempotent producer, acks=all, bounded in-flight, its own transactional ids) and cannot be overridden"),
+            );
+        }
+        let prefix = &self.transactional_id_prefix;
+        if prefix.is_empty()
+            || prefix.len() > 200
+            || !prefix
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        {
+            return err(
+                "kafka.transactional_id_prefix",
+                format!("{prefix:?}: use 1–200 characters of letters, digits, '.', '_' and '-'"),
             );
         }
         if self.message_timeout < Duration::from_millis(100) {
@@ -223,5 +269,20 @@ mod tests {
         c.topic_map.clear();
         c.properties.insert("sasl.password".into(), "canary".into());
         assert!(!format!("{c:?}").contains("canary"));
+        c.properties.clear();
+        c.properties
+            .insert("transactional.id".into(), "mine".into());
+        assert!(
+            c.validate().is_err(),
+            "transactional ids are the sink's own"
+        );
+        c.properties.clear();
+        for bad in ["", "has space", "slash/"] {
+            c.transactional_id_prefix = bad.into();
+            let e = c.validate().unwrap_err().to_string();
+            assert!(e.contains("transactional_id_prefix"), "{e}");
+        }
+        c.transactional_id_prefix = "orders.relay-1".into();
+        assert!(c.validate().is_ok());
     }
 }

@@ -15,9 +15,11 @@ mod encoding;
 mod sink;
 #[cfg(feature = "sink")]
 mod topics;
+#[cfg(feature = "sink")]
+mod transactions;
 
 #[cfg(feature = "sink")]
-pub use config::{KafkaConfig, ValueFormat};
+pub use config::{KafkaConfig, PublishMode, ValueFormat};
 pub use consumer::{consumer_config, inbox_consumer, message, message_id, trace_context};
 /// The inbox loop this crate's consumer wraps, re-exported: a consumer needs
 /// no other postbox crate.

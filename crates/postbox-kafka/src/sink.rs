@@ -2,13 +2,17 @@
 //! `acks=all`); a row is marked sent only after its delivery report succeeded.
 //!
 //! Order: events of one key share a Kafka partition (the key is the message
-//! key), and the delivery layer sends them in awaited waves, so a failed event
-//! is never overtaken by a later event of its key, whatever librdkafka does
-//! with the failure. This file maps events to records and Kafka errors to
-//! transient or rejected.
+//! key). A batch with a deep key goes as one transaction
+//! ([`transactions`](crate::transactions)), visible to `read_committed`
+//! consumers all at once or not at all; otherwise the delivery layer sends it
+//! in awaited waves. Either way a failed event is never overtaken by a later
+//! event of its key, whatever librdkafka does with the failure. This file
+//! maps events to records and Kafka errors to transient or rejected.
 
+use crate::config::PublishMode;
+use crate::transactions::Transactions;
 use crate::{encoding, KafkaConfig};
-use postbox_relay::{Encoded, OutboxEvent, Sink, SinkError};
+use postbox_relay::{Encoded, GroupOutcome, GroupPolicy, OutboxEvent, Sink, SinkError};
 use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode as C};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
@@ -20,23 +24,48 @@ pub struct KafkaSink {
     client: ClientConfig,
     producer: std::sync::RwLock<FutureProducer>,
     topics: crate::topics::Topics,
+    transactions: Transactions,
 }
 
+/// Fewest events of one key for a batch to go as a transaction: its
+/// extra round trips (adding partitions, committing) cost more than two waves.
+const TRANSACTION_MIN_DEPTH: usize = 3;
+
 impl KafkaSink {
-    /// Build the producer (connects lazily, so the relay starts while Kafka is down).
-    pub fn new(config: KafkaConfig) -> Result<Self, postbox_relay::ConfigError> {
+    /// Build the producer (connects lazily, so the relay starts while Kafka
+    /// is down). `publish_timeout` is the relay's: the broker aborts a
+    /// transaction left open longer than that.
+    pub fn new(
+        config: KafkaConfig,
+        publish_timeout: Duration,
+    ) -> Result<Self, postbox_relay::ConfigError> {
         config.validate()?;
         let cc = config.producer_config();
         let producer: FutureProducer = cc.create().map_err(|e| postbox_relay::ConfigError {
             field: "kafka.properties",
             reason: format!("librdkafka refused the configuration: {e}"),
         })?;
+        let transactions =
+            Transactions::new(cc.clone(), &config.transactional_id_prefix, publish_timeout);
         Ok(KafkaSink {
             config,
             client: cc,
             producer: std::sync::RwLock::new(producer),
             topics: Default::default(),
+            transactions,
         })
+    }
+
+    /// The record for one encoded event.
+    fn record<'a>(&'a self, m: &'a Encoded<'_, Vec<u8>>) -> FutureRecord<'a, str, [u8]> {
+        let e = m.event;
+        let record = FutureRecord::<str, [u8]>::to(self.config.topic_for(&e.topic))
+            .payload(&m.message)
+            .headers(encoding::headers(e));
+        match e.key.as_deref() {
+            Some(k) => record.key(k),
+            None => record,
+        }
     }
 
     fn producer(&self) -> FutureProducer {
@@ -118,16 +147,9 @@ impl Sink for KafkaSink {
                 if let Some(err) = missing {
                     return Err(err);
                 }
-                let e = m.event;
-                let mut record = FutureRecord::<str, [u8]>::to(self.config.topic_for(&e.topic))
-                    .payload(&m.message)
-                    .headers(encoding::headers(e));
-                if let Some(k) = e.key.as_deref() {
-                    record = record.key(k);
-                }
                 producer
-                    .send_result(record)
-                    .map_err(|(err, _)| classify(&err, &context(e)))
+                    .send_result(self.record(m))
+                    .map_err(|(err, _)| classify(&err, &context(m.event)))
             })
             .collect();
         let mut results = Vec::with_capacity(wave.len());
@@ -144,6 +166,38 @@ impl Sink for KafkaSink {
         results
     }
 
+    fn groups(&self) -> Option<GroupPolicy> {
+        (self.config.publish == PublishMode::Transaction && !self.transactions.refused()).then_some(
+            GroupPolicy {
+                min_key_depth: TRANSACTION_MIN_DEPTH,
+            },
+        )
+    }
+
+    /// The batch as one Kafka transaction. A missing topic or a refused
+    /// message sends the batch to waves, which reject the event at fault.
+    async fn send_group(&self, group: Vec<Encoded<'_, Vec<u8>>>) -> GroupOutcome {
+        let producer = self.producer();
+        let mut checked: Vec<&str> = Vec::new();
+        for m in &group {
+            let topic = &m.event.topic;
+            if !checked.contains(&topic.as_str()) {
+                let kafka_topic = self.config.topic_for(topic);
+                if self
+                    .topics
+                    .refusal(&producer, topic, kafka_topic)
+                    .await
+                    .is_some()
+                {
+                    return GroupOutcome::Unclear;
+                }
+                checked.push(topic);
+            }
+        }
+        let records = group.iter().map(|m| self.record(m)).collect();
+        self.transactions.send(records).await
+    }
+
     /// Replace the producer after a transient failure. An idempotent producer
     /// whose messages timed out carries sequence state the broker may no
     /// longer accept (seen with a restarted broker: every later message timed
@@ -151,6 +205,7 @@ impl Sink for KafkaSink {
     /// the rows are still in the outbox.
     async fn reset(&self) {
         self.renew_producer();
+        self.transactions.clear();
     }
 
     async fn check(&self) -> Result<(), SinkError> {

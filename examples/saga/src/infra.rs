@@ -270,6 +270,13 @@ impl World {
                 t.bootstrap(),
                 "--kafka-message-timeout".into(),
                 "2s".into(),
+                // This run SIGKILLs relays, and tansu never ends a dead
+                // producer's open transaction (Kafka aborts it after
+                // transaction.timeout.ms, the relay's publish_timeout): one
+                // relay killed mid-transaction would hold read_committed
+                // consumers back for good. Waves leave nothing open.
+                "--kafka-publish".into(),
+                "waves".into(),
             ]),
             BrokerProc::Bullmq(r) => args.extend(["--redis-url".into(), r.url()]),
         }

@@ -668,3 +668,120 @@ async fn kafka_over_tls_verifies_the_broker_and_loses_nothing() {
     let _ = std::fs::remove_file(file);
     ctx.cleanup().await;
 }
+
+/// A claimed row for the sink-level tests (the relay sets `schema`).
+fn row(id: i64, topic: &str, key: Option<&str>, seq: u64) -> postbox_relay::OutboxEvent {
+    postbox_relay::OutboxEvent {
+        id,
+        event_id: uuid::Uuid::new_v4(),
+        topic: topic.into(),
+        event: "test.event".into(),
+        key: key.map(Into::into),
+        payload: serde_json::json!({ "key": key, "seq": seq }),
+        headers: serde_json::json!({}),
+        attempts: 0,
+        created_at: chrono::Utc::now(),
+        schema: "public".into(),
+    }
+}
+
+fn encoded<'a>(
+    sink: &postbox_kafka::KafkaSink,
+    batch: &'a [postbox_relay::OutboxEvent],
+) -> Vec<postbox_relay::Encoded<'a, Vec<u8>>> {
+    use postbox_relay::Sink;
+    batch
+        .iter()
+        .map(|event| postbox_relay::Encoded {
+            event,
+            message: sink.encode(event).unwrap(),
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deep_batch_goes_to_kafka_as_one_transaction_in_key_order() {
+    use postbox_relay::{GroupOutcome, Sink};
+    let broker = KafkaBroker::start().await;
+    let topic = format!("ktx_{}", uuid::Uuid::new_v4().simple());
+    broker.create_topic(&topic, 2);
+    let sink = postbox_kafka::KafkaSink::new(
+        postbox_kafka::KafkaConfig {
+            brokers: broker.bootstrap(),
+            ..Default::default()
+        },
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    assert!(sink.groups().is_some(), "transactions are the default");
+    // Three keys ten deep, interleaved, then two more batches on the same
+    // producers (the pool hands a committed producer out again).
+    let mut id = 0;
+    for round in 0..3u64 {
+        let batch: Vec<_> = (1..=30u64)
+            .map(|i| {
+                id += 1;
+                let key = ["a", "b", "c"][(i % 3) as usize];
+                row(id, &topic, Some(key), round * 10 + i.div_ceil(3))
+            })
+            .collect();
+        match sink.send_group(encoded(&sink, &batch)).await {
+            GroupOutcome::Delivered => {}
+            other => panic!("round {round}: {other:?}"),
+        }
+    }
+    let got = seqs(&kafka_consume_independent(&broker.bootstrap(), &topic, 90, 60).await);
+    let mut per_key: HashMap<&str, Vec<u64>> = HashMap::new();
+    for (key, seq, _) in &got {
+        per_key.entry(key).or_default().push(*seq);
+    }
+    for key in ["a", "b", "c"] {
+        assert_eq!(per_key[key], (1..=30).collect::<Vec<_>>(), "key {key}");
+    }
+
+    // A batch for a topic that does not exist is left to waves, which
+    // reject the events at fault (nothing is produced in a transaction).
+    let missing = format!("ktx_missing_{}", uuid::Uuid::new_v4().simple());
+    let batch: Vec<_> = (1..=6)
+        .map(|i| row(100 + i, &missing, Some("a"), i as u64))
+        .collect();
+    assert!(matches!(
+        sink.send_group(encoded(&sink, &batch)).await,
+        GroupOutcome::Unclear
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_in_waves_keeps_key_order_too() {
+    let ctx = Ctx::new("kwaves").await;
+    let broker = KafkaBroker::start().await;
+    broker.create_topic(&ctx.queue, 2);
+    let relay = relay(
+        &ctx,
+        &broker,
+        &["--batch-size", "40", "--kafka-publish", "waves"],
+        &[],
+    );
+    const N: usize = 200;
+    let events: Vec<_> = (0..N)
+        .map(|i| ctx.event(&format!("k{}", i % 4), i / 4 + 1))
+        .collect();
+    ctx.produce(events).await;
+    wait_until(LONG, "all rows marked sent", || async {
+        ctx.unsent().await == 0
+    })
+    .await;
+    let got = seqs(&kafka_consume_independent(&broker.bootstrap(), &ctx.queue, N, 60).await);
+    let mut per_key: HashMap<&str, Vec<u64>> = HashMap::new();
+    for (key, seq, _) in &got {
+        per_key.entry(key).or_default().push(*seq);
+    }
+    for k in 0..4 {
+        assert_eq!(
+            per_key[format!("k{k}").as_str()],
+            (1..=(N / 4) as u64).collect::<Vec<_>>()
+        );
+    }
+    drop(relay);
+    ctx.cleanup().await;
+}

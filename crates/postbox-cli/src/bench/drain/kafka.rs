@@ -1,7 +1,8 @@
-//! The drain benchmark's Kafka rows: topics made and removed per run, and
-//! the raw produce rate with the sink's producer settings.
+//! The drain benchmark's Kafka rows: the relay through its sink (a batch as
+//! one transaction, and in waves), topics made and removed per run, and the
+//! raw produce rate with the sink's producer settings.
 
-use super::{BODY, EVENT};
+use super::{drain, BODY, EVENT};
 use crate::bench::{cpu, Ctx};
 use crate::CliError;
 use futures::stream::{FuturesUnordered, StreamExt};
@@ -10,8 +11,42 @@ use postbox_kafka::rdkafka::client::DefaultClientContext;
 use postbox_kafka::rdkafka::config::ClientConfig;
 use postbox_kafka::rdkafka::message::{Header, OwnedHeaders};
 use postbox_kafka::rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
-use postbox_kafka::{HEADER_EVENT, HEADER_EVENT_ID};
+use postbox_kafka::{KafkaConfig, KafkaSink, PublishMode, HEADER_EVENT, HEADER_EVENT_ID};
+use postbox_relay::Delivery;
+use std::sync::Arc;
 use std::time::Duration;
+
+/// One repetition: (relay rate with `publish = transaction`, with `waves`,
+/// raw rate), each into a topic of its own, deleted afterwards.
+pub async fn rep(
+    ctx: &Ctx,
+    brokers: &str,
+    rep: usize,
+) -> Result<(cpu::Measured, cpu::Measured, cpu::Measured), CliError> {
+    let admin = KafkaAdmin::new(brokers)?;
+    let mut relayed = Vec::new();
+    for publish in [PublishMode::Transaction, PublishMode::Waves] {
+        let topic = admin
+            .create(ctx, &format!("drain-{publish:?}-{rep}").to_lowercase())
+            .await?;
+        let sink = KafkaSink::new(
+            KafkaConfig {
+                brokers: brokers.to_owned(),
+                publish,
+                ..Default::default()
+            },
+            postbox_relay::Config::default().publish_timeout,
+        )?;
+        let r = drain(ctx, Arc::new(Delivery::new(sink)), &topic).await;
+        admin.delete(&topic).await;
+        relayed.push(r?);
+    }
+    let topic = admin.create(ctx, &format!("raw-{rep}")).await?;
+    let raw = raw_rate(ctx, brokers, &topic).await;
+    admin.delete(&topic).await;
+    let waves = relayed.pop().expect("two modes");
+    Ok((relayed.pop().expect("two modes"), waves, raw?))
+}
 
 /// Partitions of the bench's Kafka topics (one per relay worker by default).
 const KAFKA_PARTITIONS: i32 = 4;

@@ -18,7 +18,6 @@ use super::{Ctx, NullSink};
 use crate::CliError;
 use postbox::migrate::WakeUp;
 use postbox_bullmq::{BullmqConfig, BullmqSink, PublishMode};
-use postbox_kafka::{KafkaConfig, KafkaSink};
 use postbox_relay::{Config, Delivery, Destination, Relay, Secret, SentRows};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,6 +31,8 @@ const RAW_BULLMQ_TX: &str = "raw BullMQ transaction, no PostgreSQL";
 const BULLMQ: &str = "relay → BullMQ (transaction)";
 const BULLMQ_WAVES: &str = "relay → BullMQ (waves)";
 const RAW_KAFKA: &str = "raw Kafka produce, no PostgreSQL";
+const KAFKA: &str = "relay → Kafka (transaction)";
+const KAFKA_WAVES: &str = "relay → Kafka (waves)";
 const RAW_RABBITMQ: &str = "raw RabbitMQ publish, no PostgreSQL";
 const RABBITMQ: &str = "relay → RabbitMQ";
 const RAW_STREAMS: &str = "raw Redis XADD, no PostgreSQL";
@@ -57,7 +58,7 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
         (Vec::new(), Vec::new(), Vec::new());
     let (mut bullmq, mut raw_bullmq) = (Vec::new(), Vec::new());
     let (mut bullmq_waves, mut raw_bullmq_tx) = (Vec::new(), Vec::new());
-    let (mut kafka, mut raw_kafka) = (Vec::new(), Vec::new());
+    let (mut kafka, mut kafka_waves, mut raw_kafka) = (Vec::new(), Vec::new(), Vec::new());
     let (mut rabbit, mut raw_rabbit) = (Vec::new(), Vec::new());
     let (mut nats, mut raw_nats) = (Vec::new(), Vec::new());
     let (mut streams, mut streams_waves, mut raw_streams) = (Vec::new(), Vec::new(), Vec::new());
@@ -120,20 +121,10 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
         raw_hooks.push(say(rep, RAW_WEBHOOK, raw));
 
         if let Some(brokers) = &p.kafka_brokers {
-            let admin = kafka::KafkaAdmin::new(brokers)?;
-            let topic = admin.create(ctx, &format!("drain-{rep}")).await?;
-            let sink = KafkaSink::new(KafkaConfig {
-                brokers: brokers.clone(),
-                ..Default::default()
-            })?;
-            let r = drain(ctx, Arc::new(Delivery::new(sink)), &topic).await?;
-            admin.delete(&topic).await;
-            kafka.push(say(rep, "relay → Kafka", r));
-
-            let topic = admin.create(ctx, &format!("raw-{rep}")).await?;
-            let r = kafka::raw_rate(ctx, brokers, &topic).await?;
-            admin.delete(&topic).await;
-            raw_kafka.push(say(rep, RAW_KAFKA, r));
+            let (relayed, waves, raw) = kafka::rep(ctx, brokers, rep).await?;
+            kafka.push(say(rep, KAFKA, relayed));
+            kafka_waves.push(say(rep, KAFKA_WAVES, waves));
+            raw_kafka.push(say(rep, RAW_KAFKA, raw));
         }
 
         if let Some(url) = &p.rabbitmq_url {
@@ -179,7 +170,8 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
     s.measured(WEBHOOK, hooks, &[SQL_ONLY, RAW_WEBHOOK]);
     if p.kafka_brokers.is_some() {
         s.baseline(RAW_KAFKA, raw_kafka);
-        s.measured("relay → Kafka", kafka, &[SQL_ONLY, RAW_KAFKA]);
+        s.measured(KAFKA, kafka, &[SQL_ONLY, RAW_KAFKA]);
+        s.measured(KAFKA_WAVES, kafka_waves, &[SQL_ONLY, RAW_KAFKA]);
     } else {
         s.skipped
             .push("relay → Kafka and raw Kafka produce: no --kafka-brokers".into());
