@@ -67,6 +67,29 @@ impl Transactions {
         }
     }
 
+    /// A transactional producer's settings.
+    fn config_for(&self, id: &str) -> ClientConfig {
+        let mut config = self.config.clone();
+        config.set("transactional.id", id).set(
+            "transaction.timeout.ms",
+            self.timeout.as_millis().to_string(),
+        );
+        config
+    }
+
+    /// Send in waves for a while: the broker (or librdkafka) will not run
+    /// this relay's transactions.
+    fn refuse(&self, id: &str, e: &KafkaError) {
+        *self.refused_at.lock().expect("refusal lock") = Some(Instant::now());
+        tracing::warn!(
+            error = %e,
+            transactional_id = %id,
+            "Kafka transactions refused: sending batches in waves for the next {}s; grant the relay Write on TransactionalId prefix {:?}, or set kafka.publish = \"waves\"",
+            REFUSED_FOR.as_secs(),
+            self.prefix,
+        );
+    }
+
     /// Whether the broker refused transactions lately.
     pub(crate) fn refused(&self) -> bool {
         let mut at = self.refused_at.lock().expect("refusal lock");
@@ -141,16 +164,15 @@ impl Transactions {
             return Ok(p);
         }
         let id = format!("{}-{}", self.id_prefix, self.next_id.fetch_add(1, Relaxed));
-        let mut config = self.config.clone();
-        config.set("transactional.id", &id).set(
-            "transaction.timeout.ms",
-            self.timeout.as_millis().to_string(),
-        );
-        let producer: FutureProducer = config.create().map_err(|e| {
-            Unavailable::Down(SinkError::transient(format!(
-                "creating a transactional Kafka producer: {e}"
-            )))
-        })?;
+        let producer = match self.config_for(&id).create::<FutureProducer>() {
+            Ok(p) => p,
+            Err(e) => {
+                // A setting librdkafka will not combine with transactions
+                // would fail every batch: send in waves, and say why.
+                self.refuse(&id, &e);
+                return Err(Unavailable::Refused);
+            }
+        };
         let init = producer.clone();
         let timeout = self.timeout;
         let ready = tokio::task::spawn_blocking(move || init.init_transactions(timeout)).await;
@@ -159,14 +181,7 @@ impl Transactions {
             Ok(Err(e)) => {
                 discard(producer);
                 if refuses_transactions(&e) {
-                    *self.refused_at.lock().expect("refusal lock") = Some(Instant::now());
-                    tracing::warn!(
-                        error = %e,
-                        transactional_id = %id,
-                        "the Kafka broker refused transactions: sending batches in waves for the next {}s; grant the relay Write on TransactionalId prefix {:?}, or set kafka.publish = \"waves\"",
-                        REFUSED_FOR.as_secs(),
-                        self.prefix,
-                    );
+                    self.refuse(&id, &e);
                     Err(Unavailable::Refused)
                 } else {
                     Err(Unavailable::Down(SinkError::transient(format!(
