@@ -77,8 +77,7 @@ impl KafkaSink {
             Ok(fresh) => {
                 let old =
                     std::mem::replace(&mut *self.producer.write().expect("producer lock"), fresh);
-                // Destroying a librdkafka handle may block while it purges: not on the runtime.
-                tokio::task::spawn_blocking(move || drop(old));
+                crate::transactions::discard(old);
             }
             Err(e) => {
                 tracing::warn!(error = %e, "cannot create a new Kafka producer; keeping the old one")

@@ -116,7 +116,9 @@ impl Transactions {
         };
         if let Err(e) = producer.begin_transaction() {
             discard(producer);
-            return GroupOutcome::Failed(transient(n, "beginning", &e));
+            return GroupOutcome::Failed(SinkError::transient(format!(
+                "beginning a Kafka transaction of {n} events: {e}"
+            )));
         }
         let open = Open {
             producer: Some(producer),
@@ -266,12 +268,8 @@ fn finish(
 }
 
 /// Destroying a librdkafka handle may block while it purges: not on the runtime.
-fn discard(producer: FutureProducer) {
+pub(crate) fn discard(producer: FutureProducer) {
     tokio::task::spawn_blocking(move || drop(producer));
-}
-
-fn transient(n: usize, step: &str, e: &KafkaError) -> SinkError {
-    SinkError::transient(format!("{step} a Kafka transaction of {n} events: {e}"))
 }
 
 /// The broker will not run transactions for this relay at all (as opposed
