@@ -7,10 +7,12 @@
 pgbench_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ALL_VARIANTS=(alone plain outbox outbox_0007 outbox_no_returning outbox_no_unique
     outbox_no_partition outbox_no_partial outbox_no_checks outbox_bare outbox_v7
-    outbox_adaptive outbox_adaptive_0008)
+    outbox_adaptive outbox_adaptive_0008 outbox_partition_expr
+    outbox_adaptive_partition_expr outbox_partition_inline)
 VARIANT_TABLES="pgb.orders, pgb.plain, pgb.outbox, pgb.outbox_0007, pgb.outbox_no_unique,
     pgb.outbox_no_partition, pgb.outbox_no_partial, pgb.outbox_no_checks, pgb.outbox_bare,
-    pgb.outbox_adaptive, pgb.outbox_adaptive_0008"
+    pgb.outbox_adaptive, pgb.outbox_adaptive_0008, pgb.outbox_partition_expr,
+    pgb.outbox_adaptive_partition_expr, pgb.outbox_partition_inline"
 
 # variant_script NAME WORKDIR: prints the path of NAME's pgbench script (a
 # path to a .sql file is its own script: relay.sh's variants).
@@ -20,7 +22,7 @@ variant_script() {
         *.sql) echo "$v"; return ;;
         alone | plain | outbox_v7) echo "$pgbench_dir/$v.sql"; return ;;
         outbox_no_returning) table=outbox returning='' ;;
-        outbox | outbox_0007 | outbox_no_* | outbox_bare | outbox_adaptive*) ;;
+        outbox | outbox_0007 | outbox_no_* | outbox_bare | outbox_adaptive* | outbox_partition_*) ;;
         *) echo "unknown variant $v (one of: ${ALL_VARIANTS[*]})" >&2; return 2 ;;
     esac
     sed "s/{table}/$table/; s/{returning}/$returning/" "$pgbench_dir/outbox.sql.in" >"$work/$v.sql"

@@ -107,6 +107,19 @@ try {
   console.error(`browser.mjs: ${timedOut ? `timed out (${WAIT_MS / 1000} s) waiting for` : 'failed at'} ${step}`);
   console.error(`  ${String(e && e.message || e).split('\n')[0]}`);
   for (const p of problems) console.error(`  ${p}`);
+  // What each page shows of its readiness (info, open chat, socket, history),
+  // so a timeout says which step never finished.
+  for (const [name, page] of Object.entries(pages)) {
+    const seen = await page.evaluate(() => ({
+      ready: document.body.dataset.ready || '0',
+      service: document.getElementById('service-name')?.textContent || '',
+      chat: document.getElementById('room')?.dataset.chatId || '',
+      live: document.getElementById('live-status')?.textContent || '',
+      banner: document.getElementById('banner')?.textContent || '',
+      messages: document.querySelectorAll('#messages .message').length,
+    })).catch((err) => ({ unreadable: String(err && err.message || err).split('\n')[0] }));
+    console.error(`  ${name} page at ${page.url()}: ${JSON.stringify(seen)}`);
+  }
   for (const [name, page] of Object.entries(pages)) {
     await page.screenshot({ path: path.join(artifactDir, `${name}-failed.png`), timeout: 5000 }).catch(() => {});
   }
