@@ -102,7 +102,7 @@ UPDATE pgb.outbox_wakeup SET armed = false;
 
 -- The default wake-up's trigger on that row: no stored partition_id, so the
 -- trigger computes it.
-CREATE FUNCTION pgb.notify_adaptive_0010() RETURNS trigger
+CREATE FUNCTION pgb.notify_adaptive_partition_expr() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     IF NOT pg_catalog.pg_try_advisory_xact_lock_shared(
@@ -118,4 +118,4 @@ CREATE TABLE pgb.outbox_adaptive_partition_expr (LIKE pgb.outbox_partition_expr 
 CREATE CONSTRAINT TRIGGER outbox_notify_adaptive
     AFTER INSERT ON pgb.outbox_adaptive_partition_expr
     DEFERRABLE INITIALLY DEFERRED
-    FOR EACH ROW EXECUTE FUNCTION pgb.notify_adaptive_0010();
+    FOR EACH ROW EXECUTE FUNCTION pgb.notify_adaptive_partition_expr();
