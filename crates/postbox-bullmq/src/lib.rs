@@ -13,6 +13,7 @@
 mod config;
 #[cfg(feature = "sink")]
 mod sink;
+mod stranded;
 mod worker;
 
 #[cfg(feature = "sink")]

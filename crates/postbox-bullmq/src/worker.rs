@@ -7,7 +7,9 @@
 //! back from stalled; or the relay republished it) finds its id in the inbox
 //! and is completed without running the effect again.
 
+use crate::stranded::Stranded;
 use bullmq::worker::CancellationToken as JobToken;
+use bullmq::worker::WorkerEvent;
 use bullmq::{Job, Worker, WorkerOptions};
 use postbox::{ConsumeError, Handler, InboxConsumer, Message, Processed};
 use std::sync::Arc;
@@ -86,13 +88,22 @@ pub async fn inbox_worker<H: Handler>(
     shutdown: CancellationToken,
 ) -> Result<InboxWorker<H>, bullmq::Error> {
     let handler = Arc::new(handler);
+    // Order is only kept by one worker at concurrency 1; more run jobs side by side anyway.
+    let stranded = match opts.concurrency {
+        1 => Some(Arc::new(Stranded::new(queue, &opts).await?)),
+        _ => None,
+    };
     let processor = {
         let (consumer, handler, shutdown) = (consumer.clone(), handler.clone(), shutdown.clone());
         let queue: Arc<str> = queue.into();
         move |job: Job, _token: JobToken| {
-            let (consumer, handler, shutdown) =
-                (consumer.clone(), handler.clone(), shutdown.clone());
-            let msg = message(&queue, &job);
+            let (consumer, handler, shutdown, stranded) = (
+                consumer.clone(),
+                handler.clone(),
+                shutdown.clone(),
+                stranded.clone(),
+            );
+            let queue = queue.clone();
             // Every log line about this job carries its id and trace parent.
             let span = tracing::info_span!(
                 "job",
@@ -100,21 +111,31 @@ pub async fn inbox_worker<H: Handler>(
                 traceparent = trace_context(&job).map(|t| t.traceparent)
             );
             async move {
-                let done = consumer
-                    .process(&msg, &*handler, &shutdown)
-                    .instrument(span)
-                    .await;
-                match done {
-                    Ok(Processed::Fresh) => Ok(serde_json::json!({ "inbox": "processed" })),
-                    Ok(Processed::Duplicate) => Ok(serde_json::json!({ "inbox": "duplicate" })),
-                    Ok(Processed::DeadLettered) => {
-                        Ok(serde_json::json!({ "inbox": "dead-lettered" }))
+                if let Some(stranded) = stranded {
+                    let ahead = match stranded.ahead_of(&job).await {
+                        Ok(ahead) => ahead,
+                        Err(e) => {
+                            // Unknown whether a job waits ahead: this one goes
+                            // back to the front, and the next fetch looks again.
+                            tracing::warn!(error = %e, "could not look for stranded jobs; returning the job to the queue");
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                            return Err(bullmq::Error::RateLimited { delay_ms: 0 });
+                        }
+                    };
+                    for earlier in ahead {
+                        tracing::info!(
+                            stranded_job = earlier.id(),
+                            "running a job this worker fetched without hearing back, ahead of this one"
+                        );
+                        let msg = message(&queue, &earlier);
+                        outcome(consumer.process(&msg, &*handler, &shutdown).await)?;
+                        stranded.ran(earlier.id());
                     }
-                    // Back to the wait list, neither failed nor an attempt used.
-                    Err(ConsumeError::Cancelled) => Err(bullmq::Error::RateLimited { delay_ms: 0 }),
-                    Err(e) => Err(bullmq::Error::ProcessingError(e.to_string())),
                 }
+                let msg = message(&queue, &job);
+                outcome(consumer.process(&msg, &*handler, &shutdown).await)
             }
+            .instrument(span)
         }
     };
     let worker = Worker::with_options(queue, processor, opts).await?;
@@ -125,6 +146,32 @@ pub async fn inbox_worker<H: Handler>(
         shutdown,
         close_timeout: Duration::from_secs(5),
     })
+}
+
+fn log_event(event: WorkerEvent) {
+    match event {
+        WorkerEvent::Failed { job_id, error } => {
+            tracing::warn!(job_id, error, "job failed");
+        }
+        WorkerEvent::Stalled { job_id } => tracing::warn!(
+            job_id,
+            "job stalled: its worker stopped renewing its lock; BullMQ returns it to the queue"
+        ),
+        WorkerEvent::Error(error) => tracing::debug!(error, "worker error"),
+        _ => {}
+    }
+}
+
+/// What BullMQ records for a job the inbox loop is done with.
+fn outcome(done: Result<Processed, ConsumeError>) -> Result<serde_json::Value, bullmq::Error> {
+    match done {
+        Ok(Processed::Fresh) => Ok(serde_json::json!({ "inbox": "processed" })),
+        Ok(Processed::Duplicate) => Ok(serde_json::json!({ "inbox": "duplicate" })),
+        Ok(Processed::DeadLettered) => Ok(serde_json::json!({ "inbox": "dead-lettered" })),
+        // Back to the wait list, neither failed nor an attempt used.
+        Err(ConsumeError::Cancelled) => Err(bullmq::Error::RateLimited { delay_ms: 0 }),
+        Err(e) => Err(bullmq::Error::ProcessingError(e.to_string())),
+    }
 }
 
 impl<H: Handler> InboxWorker<H> {
@@ -143,10 +190,20 @@ impl<H: Handler> InboxWorker<H> {
 
     /// Serve until `shutdown`: jobs (on the worker's own tasks) and the dead
     /// letters an operator asked to replay; then close the worker.
+    ///
+    /// It also takes the worker's events ([`Worker::next_event`]) and logs
+    /// failed and stalled jobs: the `bullmq` worker queues every event, two
+    /// per job, until someone takes it.
     pub async fn run(self) -> Result<(), bullmq::Error> {
-        self.consumer
-            .serve_replays(&*self.handler, &self.shutdown)
-            .await;
+        let events = async {
+            while let Some(event) = self.worker.next_event().await {
+                log_event(event);
+            }
+        };
+        tokio::select! {
+            () = self.consumer.serve_replays(&*self.handler, &self.shutdown) => {}
+            () = events => {}
+        }
         let ms = u64::try_from(self.close_timeout.as_millis()).unwrap_or(u64::MAX);
         self.worker.close(ms).await
     }

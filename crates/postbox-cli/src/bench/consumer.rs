@@ -71,7 +71,9 @@ async fn measure(
     warm(&pool, concurrency).await?;
     let opts = ctx.worker_options(concurrency);
     let started = Instant::now();
-    // The inbox worker keeps its BullMQ worker inside; either way one is closed below.
+    // The inbox worker runs as a service runs it (`run` until shutdown); the
+    // plain worker is closed directly.
+    let shutdown = tokio_util::sync::CancellationToken::new();
     let (inbox_w, plain_w) = if with_inbox {
         let inbox = Inbox::new(schema.as_str())?;
         let w = inbox_worker(
@@ -79,10 +81,11 @@ async fn measure(
             &queue,
             InboxOnly(|_: &postbox::Message| {}),
             opts,
-            tokio_util::sync::CancellationToken::new(),
+            shutdown.clone(),
         )
-        .await?;
-        (Some(w), None)
+        .await?
+        .close_timeout(Duration::from_millis(100));
+        (Some(tokio::spawn(w.run())), None)
     } else {
         let noop = |_job: Job, _token: JobToken| async { Ok(serde_json::Value::Null) };
         (None, Some(Worker::with_options(&queue, noop, opts).await?))
@@ -101,11 +104,21 @@ async fn measure(
             )
             .into());
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        let pause = Duration::from_millis(10);
+        match &plain_w {
+            // Its events, which the inbox worker's `run` takes: the same work for both.
+            Some(w) => {
+                let _ =
+                    tokio::time::timeout(pause, async { while w.next_event().await.is_some() {} })
+                        .await;
+            }
+            None => tokio::time::sleep(pause).await,
+        }
     }
     let rate = p.jobs as f64 / started.elapsed().as_secs_f64();
-    match (&inbox_w, &plain_w) {
-        (Some(w), _) => w.worker().close(100).await?,
+    shutdown.cancel();
+    match (inbox_w, plain_w) {
+        (Some(w), _) => w.await??,
         (_, Some(w)) => w.close(100).await?,
         _ => {}
     }

@@ -212,3 +212,119 @@ async fn a_read_only_database_is_retried_not_blamed_on_the_message() {
     );
     ctx.cleanup().await;
 }
+
+/// A job the worker fetched without hearing back (Redis killed after the AOF
+/// write, the reply lost on a cut connection) runs before the worker's next
+/// job, not after it once its lock expires; so does a job whose owner's lock
+/// expired. A job another live worker holds is left to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stranded_jobs_run_before_the_next_one() {
+    use postbox_bullmq::bullmq::{
+        options::RedisConnectionOptions, types::JobState, Queue, QueueOptions, WorkerOptions,
+    };
+    use redis::AsyncCommands;
+    let ctx = Ctx::new("inboxstrand").await;
+    let redis_url = postbox_testkit::redis_url();
+    sqlx::raw_sql(&format!(
+        "CREATE TABLE {}.effects (seq bigserial, job_id text)",
+        ctx.schema
+    ))
+    .execute(&ctx.pool)
+    .await
+    .unwrap();
+    let handler = std::sync::Arc::new(Effects {
+        insert: format!("INSERT INTO {}.effects (job_id) VALUES ($1)", ctx.schema),
+        duplicates: Default::default(),
+    });
+    let conn = RedisConnectionOptions {
+        url: redis_url.clone(),
+        ..Default::default()
+    };
+    let queue = Queue::with_options(
+        &ctx.queue,
+        QueueOptions {
+            connection: conn.clone(),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    for id in ["a", "b", "c", "d"] {
+        queue
+            .add("chat.message", serde_json::json!({ "id": id }))
+            .job_id(id)
+            .await
+            .unwrap();
+    }
+    let worker = postbox_bullmq::inbox_worker(
+        postbox::InboxConsumer::new(
+            ctx.pool.clone(),
+            Inbox::new(&ctx.schema).unwrap(),
+            "effects",
+        ),
+        &ctx.queue,
+        handler.clone(),
+        WorkerOptions {
+            connection: conn,
+            drain_delay: 1,
+            lock_duration: 2000,
+            stalled_interval: 1000,
+            autorun: false,
+            ..Default::default()
+        },
+        tokio_util::sync::CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let w = worker.worker();
+    // "a": fetched by this worker, the reply lost (its lock names this worker).
+    let a = w.get_next_job(&format!("{}:lost", w.id())).await.unwrap();
+    assert_eq!(a.unwrap().id(), "a");
+    // "b": fetched by a worker that died, whose lock expired.
+    let b = w.get_next_job("dead-worker:1").await.unwrap();
+    assert_eq!(b.unwrap().id(), "b");
+    let mut r = redis::Client::open(redis_url)
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: () = r.del(format!("bull:{}:b:lock", ctx.queue)).await.unwrap();
+    // "c": held by another live worker.
+    let c = w.get_next_job("live-worker:1").await.unwrap();
+    assert_eq!(c.unwrap().id(), "c");
+    w.run().await.unwrap();
+
+    let effects = || async {
+        sqlx::query_scalar::<_, String>(&format!(
+            "SELECT job_id FROM {}.effects ORDER BY seq",
+            ctx.schema
+        ))
+        .fetch_all(&ctx.pool)
+        .await
+        .unwrap()
+    };
+    wait_until(LONG, "four effects", || async {
+        effects().await.len() == 4
+    })
+    .await;
+    // "c" waited for its owner's lock to expire and the stalled check to return it.
+    assert_eq!(effects().await, ["a", "b", "d", "c"]);
+    // The stalled check returns "a" and "b" too: the inbox completes them as duplicates.
+    wait_until(LONG, "every job completed", || async {
+        let mut done = 0;
+        for id in ["a", "b", "c", "d"] {
+            if queue.get_job_state(id).await.unwrap() == JobState::Completed {
+                done += 1;
+            }
+        }
+        done == 4
+    })
+    .await;
+    assert_eq!(
+        handler.duplicates.load(std::sync::atomic::Ordering::SeqCst),
+        2
+    );
+    assert_eq!(effects().await.len(), 4, "each effect ran once");
+    w.close(5000).await.unwrap();
+    ctx.cleanup().await;
+}
