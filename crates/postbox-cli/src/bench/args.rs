@@ -1,0 +1,378 @@
+//! `postbox bench`'s command line: the flags, their defaults (normal and
+//! `--quick`), and their resolution into the [`Params`] every benchmark reads.
+
+use postbox_relay::Config;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Which benchmark to run.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
+pub enum Which {
+    /// Relay drain rate to each sink given (BullMQ always; Kafka, RabbitMQ, NATS, SQS with their flags; Redis Streams and webhooks) against SQL-only and raw broker writes.
+    Drain,
+    /// Producer commit → consumer inbox commit, per wake-up policy.
+    Latency,
+    /// Producer transactions per second with and without the outbox row.
+    Producer,
+    /// Inbox worker jobs/s against a no-op worker.
+    Consumer,
+    /// Outbox size and dead tuples under sustained load with retention on.
+    Health,
+    /// Producers flat out for `--load-duration` with a relay and an inbox consumer running: produced/s, delivered/s, backlog, latency.
+    Load,
+    /// Producer commit → consumer inbox commit at `--rate` while two relays are restarted in turn, against the same relays left alone.
+    Restart,
+    /// Every benchmark, health included.
+    All,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime_serde::re::humantime::parse_duration(s).map_err(|e| e.to_string())
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Benchmark to run; without one: drain, latency, producer and consumer.
+    #[arg(value_enum)]
+    which: Option<Which>,
+    #[command(flatten)]
+    services: crate::services::Services,
+    /// Kafka bootstrap servers for the drain benchmark's Kafka rows (skipped without).
+    #[arg(long)]
+    kafka_brokers: Option<String>,
+    /// AMQP URL for the drain benchmark's RabbitMQ rows (skipped without).
+    #[arg(long, env = "RABBITMQ_URL", hide_env_values = true)]
+    rabbitmq_url: Option<String>,
+    /// SQS endpoint for the drain benchmark's SQS rows (a local SQS-compatible
+    /// server, or `https://sqs.<region>.amazonaws.com`; credentials from the
+    /// standard AWS chain; skipped without).
+    #[arg(long)]
+    sqs_endpoint_url: Option<String>,
+    /// AWS region of the SQS rows.
+    #[arg(long, default_value = "us-east-1")]
+    sqs_region: String,
+    /// NATS URL for the drain benchmark's JetStream rows (skipped without).
+    #[arg(long, env = "NATS_URL", hide_env_values = true)]
+    nats_url: Option<String>,
+    /// Small sizes and short durations (a smoke run, e.g. for tests); explicit flags still win.
+    #[arg(long)]
+    quick: bool,
+    /// Repetitions of each measurement [default: 3; --quick: 1].
+    #[arg(long)]
+    reps: Option<usize>,
+    /// Drain: events pre-filled per run [default: 100000; --quick: 2000].
+    #[arg(long)]
+    events: Option<i64>,
+    /// Drain: ordering keys the events are spread over.
+    #[arg(long, default_value_t = 64)]
+    keys: i64,
+    /// Relay batch size.
+    #[arg(long, default_value_t = 1000)]
+    batch_size: i64,
+    /// Relay workers.
+    #[arg(long, default_value_t = 4)]
+    workers: usize,
+    /// Relay: how soon a worker claims again after a pass that found events
+    /// [default: the relay's `busy_poll_interval`].
+    #[arg(long, value_parser = parse_duration)]
+    busy_poll_interval: Option<Duration>,
+    /// Relay: how long its workers keep up before one takes all their
+    /// partitions (`0s`: never) [default: the relay's `consolidate_after`].
+    #[arg(long, value_parser = parse_duration)]
+    consolidate_after: Option<Duration>,
+    /// Relay: workers that claim while the relay keeps up [default: the
+    /// relay's `keeping_up_workers`].
+    #[arg(long)]
+    keeping_up_workers: Option<usize>,
+    /// Latency: producer rates in messages/s [default: 100,1000].
+    #[arg(long, value_delimiter = ',')]
+    rates: Option<Vec<u64>>,
+    /// Latency and restart: how long each rate is held [default: 30s; --quick: 1s].
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Latency: relay poll intervals measured with `notify = off` [default: 1s,50ms].
+    #[arg(long, value_delimiter = ',', value_parser = parse_duration)]
+    poll_intervals: Option<Vec<Duration>>,
+    /// Producer: concurrent producer connections.
+    #[arg(long, default_value_t = 16)]
+    producers: usize,
+    /// Producer: how long each variant runs [default: 10s; --quick: 1s].
+    #[arg(long, value_parser = parse_duration)]
+    producer_duration: Option<Duration>,
+    /// Load: producer counts, each run in turn [default: 4,16].
+    #[arg(long, value_delimiter = ',')]
+    load_producers: Option<Vec<usize>>,
+    /// Load: how long the producers write [default: 10s; --quick: 1s].
+    #[arg(long, value_parser = parse_duration)]
+    load_duration: Option<Duration>,
+    /// Consumer: jobs pre-filled per run [default: 20000; --quick: 1000].
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Consumer: worker concurrencies [default: 1,8,32].
+    #[arg(long, value_delimiter = ',')]
+    concurrency: Option<Vec<usize>>,
+    /// Health: how long to produce [default: 10m; --quick: 3s].
+    #[arg(long, value_parser = parse_duration)]
+    health_duration: Option<Duration>,
+    /// Health: report interval [default: 1m; --quick: 1s].
+    #[arg(long, value_parser = parse_duration)]
+    health_every: Option<Duration>,
+    /// Health and restart: events per second.
+    #[arg(long, default_value_t = 1000)]
+    rate: u64,
+    /// The table-health benchmark alone, for this long (same as `bench health --health-duration`).
+    #[arg(long, value_parser = parse_duration, conflicts_with = "which")]
+    table_health: Option<Duration>,
+    /// Write every figure, with the parameters, core count and time, to this JSON file.
+    #[arg(long)]
+    pub(super) json: Option<PathBuf>,
+    /// Render latency percentiles and throughput against baselines to this PNG file.
+    #[arg(long)]
+    pub(super) png: Option<PathBuf>,
+}
+
+/// The resolved, validated parameters every benchmark reads.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct Params {
+    #[serde(skip)]
+    pub(super) database_url: String,
+    #[serde(skip)]
+    pub(super) redis_url: String,
+    pub(super) kafka_brokers: Option<String>,
+    #[serde(skip)]
+    pub(super) rabbitmq_url: Option<String>,
+    #[serde(skip)]
+    pub(super) nats_url: Option<String>,
+    pub(super) sqs_endpoint_url: Option<String>,
+    pub(super) sqs_region: String,
+    pub(super) reps: usize,
+    pub(super) events: i64,
+    pub(super) keys: i64,
+    pub(super) batch_size: i64,
+    pub(super) workers: usize,
+    #[serde(with = "humantime_serde")]
+    pub(super) busy_poll_interval: Duration,
+    #[serde(with = "humantime_serde")]
+    pub(super) consolidate_after: Duration,
+    pub(super) keeping_up_workers: usize,
+    pub(super) rates: Vec<u64>,
+    #[serde(with = "humantime_serde")]
+    pub(super) duration: Duration,
+    #[serde(serialize_with = "durations")]
+    pub(super) poll_intervals: Vec<Duration>,
+    pub(super) producers: usize,
+    #[serde(with = "humantime_serde")]
+    pub(super) producer_duration: Duration,
+    pub(super) load_producers: Vec<usize>,
+    #[serde(with = "humantime_serde")]
+    pub(super) load_duration: Duration,
+    pub(super) jobs: usize,
+    pub(super) concurrency: Vec<usize>,
+    #[serde(with = "humantime_serde")]
+    pub(super) health_duration: Duration,
+    #[serde(with = "humantime_serde")]
+    pub(super) health_every: Duration,
+    pub(super) rate: u64,
+}
+
+fn durations<S: serde::Serializer>(v: &[Duration], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(
+        v.iter()
+            .map(|d| humantime_serde::re::humantime::format_duration(*d).to_string()),
+    )
+}
+
+impl Args {
+    /// Fill in the defaults (normal or --quick) and refuse what cannot run.
+    pub(super) fn resolve(&self) -> Result<(Vec<Which>, Params), String> {
+        let q = self.quick;
+        let which = match (self.table_health, self.which) {
+            (Some(_), _) | (None, Some(Which::Health)) => vec![Which::Health],
+            (None, None) => vec![
+                Which::Drain,
+                Which::Latency,
+                Which::Producer,
+                Which::Consumer,
+            ],
+            (None, Some(Which::All)) => vec![
+                Which::Drain,
+                Which::Latency,
+                Which::Producer,
+                Which::Consumer,
+                Which::Load,
+                Which::Restart,
+                Which::Health,
+            ],
+            (None, Some(w)) => vec![w],
+        };
+        let p = Params {
+            database_url: self.services.database_url.clone(),
+            redis_url: self.services.redis_url.clone(),
+            kafka_brokers: self.kafka_brokers.clone().filter(|b| !b.is_empty()),
+            rabbitmq_url: self.rabbitmq_url.clone().filter(|u| !u.is_empty()),
+            nats_url: self.nats_url.clone().filter(|u| !u.is_empty()),
+            sqs_endpoint_url: self.sqs_endpoint_url.clone().filter(|u| !u.is_empty()),
+            sqs_region: self.sqs_region.clone(),
+            reps: self.reps.unwrap_or(if q { 1 } else { 3 }),
+            events: self.events.unwrap_or(if q { 2000 } else { 100_000 }),
+            keys: self.keys,
+            batch_size: self.batch_size,
+            workers: self.workers,
+            busy_poll_interval: self
+                .busy_poll_interval
+                .unwrap_or(Config::default().busy_poll_interval),
+            consolidate_after: self
+                .consolidate_after
+                .unwrap_or(Config::default().consolidate_after),
+            keeping_up_workers: self
+                .keeping_up_workers
+                .unwrap_or(Config::default().keeping_up_workers),
+            rates: self.rates.clone().unwrap_or_else(|| vec![100, 1000]),
+            duration: self
+                .duration
+                .unwrap_or(Duration::from_secs(if q { 1 } else { 30 })),
+            poll_intervals: self
+                .poll_intervals
+                .clone()
+                .unwrap_or_else(|| vec![Duration::from_secs(1), Duration::from_millis(50)]),
+            producers: self.producers,
+            producer_duration: self.producer_duration.unwrap_or(Duration::from_secs(if q {
+                1
+            } else {
+                10
+            })),
+            load_producers: self.load_producers.clone().unwrap_or_else(|| vec![4, 16]),
+            load_duration: self.load_duration.unwrap_or(Duration::from_secs(if q {
+                1
+            } else {
+                10
+            })),
+            jobs: self.jobs.unwrap_or(if q { 1000 } else { 20_000 }),
+            concurrency: self.concurrency.clone().unwrap_or_else(|| vec![1, 8, 32]),
+            health_duration: self.table_health.or(self.health_duration).unwrap_or(if q {
+                Duration::from_secs(3)
+            } else {
+                Duration::from_secs(600)
+            }),
+            health_every: self
+                .health_every
+                .unwrap_or(Duration::from_secs(if q { 1 } else { 60 })),
+            rate: self.rate,
+        };
+        let at_least_one = [
+            ("reps", p.reps > 0),
+            ("events", p.events > 0),
+            ("keys", p.keys > 0),
+            ("batch-size", p.batch_size > 0),
+            ("workers", p.workers > 0),
+            (
+                "rates",
+                !p.rates.is_empty() && p.rates.iter().all(|r| *r > 0),
+            ),
+            ("producers", p.producers > 0),
+            (
+                "load-producers",
+                !p.load_producers.is_empty() && p.load_producers.iter().all(|n| *n > 0),
+            ),
+            ("jobs", p.jobs > 0),
+            (
+                "concurrency",
+                !p.concurrency.is_empty() && p.concurrency.iter().all(|c| *c > 0),
+            ),
+            ("rate", p.rate > 0),
+        ];
+        if let Some((name, _)) = at_least_one.iter().find(|(_, ok)| !ok) {
+            return Err(format!("--{name} must be at least 1"));
+        }
+        let nonzero = |name: &str, d: Duration| {
+            if d.is_zero() {
+                Err(format!("--{name} must be longer than 0"))
+            } else {
+                Ok(())
+            }
+        };
+        nonzero("duration", p.duration)?;
+        nonzero("producer-duration", p.producer_duration)?;
+        nonzero("load-duration", p.load_duration)?;
+        nonzero("health-duration", p.health_duration)?;
+        nonzero("health-every", p.health_every)?;
+        for d in &p.poll_intervals {
+            nonzero("poll-intervals", *d)?;
+        }
+        // One message per millisecond-tick at most is what the latency producer schedules well.
+        if let Some(r) = p.rates.iter().find(|r| **r > 100_000) {
+            return Err(format!("--rates {r}: at most 100000 messages/s"));
+        }
+        Ok((which, p))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn resolve(flags: &[&str]) -> Result<(Vec<Which>, Params), String> {
+        let argv = std::iter::once("bench").chain(flags.iter().copied());
+        Cli::try_parse_from(argv)
+            .map_err(|e| e.to_string())?
+            .args
+            .resolve()
+    }
+
+    #[test]
+    fn without_a_benchmark_the_four_quick_ones_run_at_full_size() {
+        let (which, p) = resolve(&[]).unwrap();
+        assert_eq!(
+            which,
+            [
+                Which::Drain,
+                Which::Latency,
+                Which::Producer,
+                Which::Consumer
+            ]
+        );
+        assert_eq!((p.reps, p.events, p.jobs), (3, 100_000, 20_000));
+        assert_eq!(p.duration, Duration::from_secs(30));
+        assert_eq!(p.busy_poll_interval, Config::default().busy_poll_interval);
+    }
+
+    #[test]
+    fn quick_shrinks_what_was_not_given() {
+        let (_, p) = resolve(&["--quick", "--events", "500"]).unwrap();
+        assert_eq!((p.reps, p.events, p.jobs), (1, 500, 1000));
+        assert_eq!(p.health_duration, Duration::from_secs(3));
+    }
+
+    #[test]
+    fn all_and_table_health_choose_the_benchmarks() {
+        assert_eq!(resolve(&["all"]).unwrap().0.len(), 7);
+        let (which, p) = resolve(&["--table-health", "2m"]).unwrap();
+        assert_eq!(which, [Which::Health]);
+        assert_eq!(p.health_duration, Duration::from_secs(120));
+    }
+
+    #[test]
+    fn a_zero_size_or_duration_is_refused_by_name() {
+        for (flags, error) in [
+            (&["--workers", "0"][..], "--workers must be at least 1"),
+            (&["--rates", "100,0"], "--rates must be at least 1"),
+            (
+                &["--load-duration", "0s"],
+                "--load-duration must be longer than 0",
+            ),
+            (
+                &["--rates", "200000"],
+                "--rates 200000: at most 100000 messages/s",
+            ),
+        ] {
+            assert_eq!(resolve(flags).unwrap_err(), error, "{flags:?}");
+        }
+    }
+}
