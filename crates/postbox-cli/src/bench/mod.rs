@@ -169,14 +169,12 @@ impl Ctx {
     /// Remove a queue's jobs from Redis now (between repetitions, to free memory).
     pub async fn obliterate(&self, name: &str) -> Result<(), CliError> {
         let q = self.queue(name).await?;
-        // The script deletes up to `count` keys a call and fails while more remain.
-        for _ in 0..10_000 {
-            if q.obliterate(true, 5000).await.is_ok() {
-                self.queues.lock().unwrap().retain(|n| n != name);
-                return Ok(());
-            }
-        }
-        Err(format!("cannot obliterate BullMQ queue {name}").into())
+        // The crate calls the script again while keys remain, 5000 a call.
+        q.obliterate(true, 5000)
+            .await
+            .map_err(|e| format!("cannot obliterate BullMQ queue {name}: {e}"))?;
+        self.queues.lock().unwrap().retain(|n| n != name);
+        Ok(())
     }
 
     /// Relay settings for `schema` with this run's workers and batch size.
