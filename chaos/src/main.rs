@@ -5,6 +5,7 @@
 mod backlog;
 mod brokers;
 mod history;
+mod horizon;
 mod infra;
 mod latency;
 mod pg;
@@ -81,6 +82,9 @@ struct RunArgs {
     /// Scenario names, `fast` or `all`.
     #[arg(required = true)]
     scenarios: Vec<String>,
+    /// How long `long-snapshot` and `idle-writer` hold their transaction.
+    #[arg(long, default_value = "30s", value_parser = humantime_serde::re::humantime::parse_duration)]
+    hold: std::time::Duration,
     /// Admin PostgreSQL URL (creates per-run roles and schemas).
     #[arg(
         long,
@@ -197,7 +201,7 @@ async fn command(command: Command) -> Result<bool, chat::Error> {
             }
             let mut failed = Vec::new();
             for name in names {
-                if !scenarios::run(&a.admin_url, name).await? {
+                if !scenarios::run(&a.admin_url, name, a.hold).await? {
                     failed.push(name);
                 }
             }

@@ -24,6 +24,8 @@ pub const ALL: &[(&str, &str)] = &[
     ("pg-read-only", "a harness-owned PostgreSQL turned read-only (`default_transaction_read_only`, as for maintenance or a full disk) for 2.5 s: producers get errors, relays and consumers retry, nothing dead-lettered"),
     ("backlog-1m", "the consumers relay stopped while 1,000,000 events pile up in the outbox; a new relay drains them with its resident memory flat and the pending gauge showing the lag, and the chats come through"),
     ("pg-failover", "a harness-owned primary with a synchronous streaming standby; the primary is killed (`pg_ctl -m immediate`) and the standby promoted; services and relays on a two-host URL with target_session_attrs=read-write move to it"),
+    ("long-snapshot", "a repeatable-read snapshot held (as pg_dump holds one) while a filler writes 1,000 events/s beside the chats; the relay's lag and CPU per event must not grow with the dead rows it keeps (--hold, default 30 s)"),
+    ("idle-writer", "a transaction writes an outbox row and sits idle in transaction, its xid holding the horizon, while a filler writes 1,000 events/s beside the chats; the others' events keep flowing, its own arrives when it commits (--hold, default 30 s)"),
     ("pg-partition", "the network between one relay and PostgreSQL drops every packet (fault proxy: nothing forwarded, nothing closed); the server ends its silent sessions after session_timeout, the other relay takes over, the cut-off one resumes when healed"),
 ];
 
@@ -62,7 +64,7 @@ async fn at(start: Instant, secs: f64) {
 }
 
 /// Run one scenario; prints its verdict; true if clean.
-pub async fn run(admin_url: &str, name: &str) -> Result<bool, chat::Error> {
+pub async fn run(admin_url: &str, name: &str, hold: Duration) -> Result<bool, chat::Error> {
     let (relays, flags): (usize, Vec<String>) = match name {
         "relay-kill" | "relay-stop-takeover" => (2, vec![]),
         "pg-partition" => (
@@ -288,6 +290,10 @@ pub async fn run(admin_url: &str, name: &str) -> Result<bool, chat::Error> {
             h.harness("proxy", "healed");
             wait_owned_by(&w, cut, 1, Duration::from_secs(30)).await?;
             h.harness("relay", "relay #0 owns partitions again");
+        }
+        "long-snapshot" | "idle-writer" => {
+            at(t0, 0.5).await;
+            extra_ok = crate::horizon::run(&w, name == "idle-writer", hold).await?;
         }
         "backlog-1m" => {
             at(t0, 0.5).await;

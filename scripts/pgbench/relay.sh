@@ -2,14 +2,15 @@
 # What a relay worker's pass costs PostgreSQL, in CPU instructions: its claim
 # (both kinds) and mark of a small batch, as while it keeps up with producers,
 # and its claims of an empty outbox, as at every busy poll; the claim takes
-# the rows (marks or deletes them) itself. The `locked_*` variants are the
-# claim before 2026-12-03, a SELECT … FOR UPDATE followed by the mark or
-# delete, for comparison. Each variant is a
+# the rows (marks or deletes them) itself, from the head of each partition
+# (a worker's first claim; later ones start at its positions). The claim
+# before 2026-12-03 (a SELECT … FOR UPDATE, then the mark) is in the history
+# of this script. Each variant is a
 # pgbench script run by instructions.sh (one connection, callgrind), with the
 # worker session's planner settings (relay_session_limits.sql).
 #
 #   scripts/pgbench/relay.sh            (N1=200 N2=1000 as instructions.sh)
-#   VARIANTS="locked_sorted_batch sorted_batch" scripts/pgbench/relay.sh
+#   VARIANTS="merge_batch sorted_batch" scripts/pgbench/relay.sh
 #
 # The worker owns partitions 0-15 (one of four workers); every transaction
 # first commits six rows of those partitions, which `insert` alone measures:
@@ -32,24 +33,18 @@ def query(name):
 
 # The parameters as constants: pgbench has no array variables.
 branch = query("outbox_claim_partition")
+# From the head of each partition, without open transactions below it.
+branch = branch.replace("{after}", "('0'::xid8, 0::bigint)").replace("{holes}", "'{}'::xid8[]")
 merge_branches = "\nUNION ALL\n".join(branch.replace("{partition}", str(p)) for p in owned)
 owned_array = "ARRAY[%s]::smallint[]" % ",".join(map(str, owned))
 # The sorted claim: the same statement, one branch for all owned partitions.
 sorted_branch = branch.replace("{partition}", "ANY(%s)" % owned_array)
-columns = "o.id, o.event_id, o.topic, o.event, o.key, o.payload, o.headers, o.attempts, o.created_at"
 
 def claim(branches, take):
-    """The relay's claim; take "lock" is the claim before 2026-12-03, a
-    SELECT … FOR UPDATE that the mark or delete followed."""
-    head = {"mark": query("outbox_claim_mark"), "delete": query("outbox_claim_delete"),
-            "lock": "SELECT %s\n  FROM pgb.outbox o" % columns}[take]
+    """The relay's claim."""
+    head = {"mark": query("outbox_claim_mark"), "delete": query("outbox_claim_delete")}[take]
     sql = query("outbox_claim_batch").replace("{take}", head).replace("{each_partition}", branches)
-    if take == "lock":
-        sql = sql.replace("RETURNING " + columns, "ORDER BY o.id\n FOR UPDATE OF o")
     return sql.replace("$1", "1000")
-
-mark = query("outbox_mark_sent").replace("$1::bigint[]", ":ids::bigint[]")
-delete = query("outbox_delete_sent").replace("$1::bigint[]", ":ids::bigint[]")
 
 # Keys whose partition (postbox_outbox_partition) is one of 0-15.
 keys = ["customer:%d" % k for k in (8, 9, 14, 17, 19, 24, 27, 32, 37, 49, 50, 51,
@@ -62,22 +57,13 @@ insert = ("INSERT INTO pgb.outbox (topic, event, key, payload)\n"
 def batch(claim):
     return insert + "BEGIN;\n" + claim + ";\nCOMMIT;\n"
 
-def locked_batch(branches, done):
-    return (insert + "BEGIN;\nSELECT array_agg(id) AS ids FROM (\n" + claim(branches, "lock")
-            + "\n) c\n\\gset\n" + done + ";\nCOMMIT;\n")
-
 variants = {
     "insert": insert,
     "merge_batch": batch(claim(merge_branches, "mark")),
     "sorted_batch": batch(claim(sorted_branch, "mark")),
     "sorted_delete_batch": batch(claim(sorted_branch, "delete")),
-    "locked_merge_batch": locked_batch(merge_branches, mark),
-    "locked_sorted_batch": locked_batch(sorted_branch, mark),
-    "locked_sorted_delete_batch": locked_batch(sorted_branch, delete),
     "merge_empty": claim(merge_branches, "mark") + ";\n",
     "sorted_empty": claim(sorted_branch, "mark") + ";\n",
-    "locked_merge_empty": claim(merge_branches, "lock") + ";\n",
-    "locked_sorted_empty": claim(sorted_branch, "lock") + ";\n",
 }
 for name, script in variants.items():
     (work / f"{name}.sql").write_text(script)

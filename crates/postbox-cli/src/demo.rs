@@ -223,7 +223,7 @@ pub async fn run(a: Args) -> Result<(), CliError> {
     }
     let ids: Vec<i64> = replay.iter().map(|r| r.0).collect();
     sqlx::query(&format!(
-        "UPDATE {schema}.outbox SET sent_at = NULL WHERE id = ANY($1)"
+        "UPDATE {schema}.outbox SET sent_at = NULL, xid = pg_current_xact_id() WHERE id = ANY($1)"
     ))
     .bind(&ids)
     .execute(&pool)

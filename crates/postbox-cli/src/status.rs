@@ -31,6 +31,11 @@ pub struct Args {
 #[derive(Serialize)]
 struct SchemaStatus {
     schema: String,
+    /// How relays read this outbox: `position` (each claim starts where the
+    /// last one ended, migration 0010) or `head` (each claim reads every
+    /// partition from its first unsent row; the schema needs `postbox
+    /// migrate`).
+    read_path: &'static str,
     /// Unsent rows (all topics).
     pending: i64,
     /// Age of the oldest unsent row, in seconds (null when none).
@@ -93,7 +98,7 @@ pub async fn run(a: Args) -> Result<(), CliError> {
     let mut conn = connect(a.database_url.as_deref(), "postbox status").await?;
     let mut out = Vec::new();
     for schema in &schemas {
-        postbox::migrate::ensure_migrated(&mut conn, schema).await?;
+        let read_path = read_path(&mut conn, schema).await?;
         let q = Queries::new(schema);
         let topics: Vec<TopicStatus> = sqlx::query_as(&q.status_topics)
             .fetch_all(&mut conn)
@@ -102,7 +107,7 @@ pub async fn run(a: Args) -> Result<(), CliError> {
             .bind(schema.as_str())
             .fetch_all(&mut conn)
             .await?;
-        out.push(summarize(schema, topics, sessions));
+        out.push(summarize(schema, read_path, topics, sessions));
     }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
@@ -117,8 +122,27 @@ pub async fn run(a: Args) -> Result<(), CliError> {
     Ok(())
 }
 
+/// Which read path relays use on `schema`. A schema one migration behind
+/// this build (during an upgrade) is still reported; older ones are refused.
+async fn read_path(
+    conn: &mut sqlx::PgConnection,
+    schema: &SchemaName,
+) -> Result<&'static str, CliError> {
+    use postbox::migrate::{ensure_migrated, CLAIM_BY_POSITION};
+    match ensure_migrated(conn, schema).await {
+        Ok(()) => Ok("position"),
+        Err(postbox::MigrateError::SchemaOutdated { found, .. })
+            if found == CLAIM_BY_POSITION - 1 =>
+        {
+            Ok("head")
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 fn summarize(
     schema: &SchemaName,
+    read_path: &'static str,
     topics: Vec<TopicStatus>,
     sessions: Vec<Session>,
 ) -> SchemaStatus {
@@ -171,6 +195,7 @@ fn summarize(
         .collect();
     SchemaStatus {
         schema: schema.to_string(),
+        read_path,
         pending: topics.iter().map(|t| t.pending).sum(),
         oldest_pending_age_seconds: topics
             .iter()
@@ -196,6 +221,13 @@ fn render(s: &SchemaStatus) -> String {
         s.retrying,
         s.dead_letters
     );
+    out.push_str(match s.read_path {
+        "position" => "read path: each claim starts at its partition's position\n",
+        _ => {
+            "read path: each claim reads its partitions from their first unsent row; \
+              run `postbox migrate` (0010) for a read path that a long transaction does not slow\n"
+        }
+    });
     if !s.topics.is_empty() {
         let mut t = vec![vec![
             "TOPIC".to_string(),

@@ -66,7 +66,16 @@ const FILES: &[(i32, &str, &str)] = &[
         "0009_wakeup_by_lock",
         include_str!("../sql/migrations/0009_wakeup_by_lock.sql"),
     ),
+    (
+        10,
+        "0010_claim_by_position",
+        include_str!("../sql/migrations/0010_claim_by_position.sql"),
+    ),
 ];
+
+/// The migration from which relays claim from a position per partition
+/// instead of from each partition's head (`0010_claim_by_position.sql`).
+pub const CLAIM_BY_POSITION: i32 = 10;
 
 /// The migrations of this build, in order, rendered for `schema`.
 pub fn migrations(schema: &SchemaName) -> Vec<Migration> {

@@ -59,6 +59,7 @@ queries!(
     outbox_claim_partition,
     outbox_claim_mark,
     outbox_claim_delete,
+    outbox_held_list,
     outbox_mark_sent,
     outbox_delete_sent,
     outbox_record_failure,
@@ -114,10 +115,13 @@ pub enum Take {
 
 impl Queries {
     /// The claim of a relay worker owning `owned` (`outbox_claim_batch.sql`):
-    /// one branch per owned partition (`outbox_claim_partition.sql`, its
-    /// comment left out), joined by `UNION ALL`; `$1` is the batch size. The
-    /// same set of partitions gives the same text, so a session prepares it
-    /// once. Nothing is claimed when `owned` is empty.
+    /// a pair of branches per owned partition (`outbox_claim_partition.sql`,
+    /// its comment left out), joined by `UNION ALL`. Parameters: `$1` the
+    /// batch size; `$2` (`text[]`, xid8 values) and `$3` (`bigint[]`) the
+    /// position of partition `p` at index `p + 1`; `$4` (`text[]`) the open
+    /// transactions below the positions. The same set of partitions gives the
+    /// same text, so a session prepares it once. Nothing is claimed when
+    /// `owned` is empty.
     pub fn outbox_claim(&self, owned: &[i16], take: Take) -> String {
         let mut owned: Vec<i16> = owned
             .iter()
@@ -127,20 +131,32 @@ impl Queries {
         owned.sort_unstable();
         owned.dedup();
         let branches = if owned.is_empty() {
-            "SELECT NULL::bigint AS id WHERE false".to_string()
+            // Every parameter still needs a type.
+            "SELECT NULL::xid8 AS xid, NULL::bigint AS id \
+             WHERE false AND $2::text[] IS NULL AND $3::bigint[] IS NULL AND $4::text[] IS NULL"
+                .to_string()
         } else {
             owned
                 .iter()
-                .map(|p| self.claim_branch(&p.to_string()))
+                .map(|p| {
+                    let n = i32::from(*p) + 1;
+                    self.claim_branch(
+                        &p.to_string(),
+                        &format!("(($2::text[])[{n}]::xid8, ($3::bigint[])[{n}])"),
+                        "$4::text[]::xid8[]",
+                    )
+                })
                 .collect::<Vec<_>>()
                 .join("\nUNION ALL\n")
         };
         self.claim_with(&branches, take)
     }
 
-    /// The claim of a worker that keeps up: the same statement with one
-    /// branch for all the partitions in `$2` (`smallint[]`), which reads every
-    /// claimable row of them through one index scan and sorts them, where
+    /// The claim of a worker that keeps up: the same statement with one pair
+    /// of branches for all the partitions in `$2` (`smallint[]`), past one
+    /// position (`$3` xid8 as text, `$4` id: the lowest of them), `$5` the
+    /// open transactions below it. It reads every claimable row of them
+    /// through one index scan and sorts them, where
     /// [`outbox_claim`](Self::outbox_claim) merges one ordered scan per
     /// partition. Setting those up is most of what a claim costs while a few
     /// rows wait (`scripts/pgbench/relay.sh`: about 590,000 CPU instructions
@@ -148,7 +164,14 @@ impl Queries {
     /// reading a backlog whole is not: a worker uses this one after a claim
     /// that found less than a batch, and the merge once this comes back full.
     pub fn outbox_claim_sorted(&self, take: Take) -> String {
-        self.claim_with(&self.claim_branch("ANY($2::smallint[])"), take)
+        self.claim_with(
+            &self.claim_branch(
+                "ANY($2::smallint[])",
+                "($3::text::xid8, $4::bigint)",
+                "$5::text[]::xid8[]",
+            ),
+            take,
+        )
     }
 
     fn claim_with(&self, branches: &str, take: Take) -> String {
@@ -161,9 +184,13 @@ impl Queries {
             .replace("{each_partition}", branches)
     }
 
-    /// `outbox_claim_partition.sql` without its comment, for `partition`.
-    fn claim_branch(&self, partition: &str) -> String {
-        without_comments(&self.outbox_claim_partition).replace("{partition}", partition)
+    /// `outbox_claim_partition.sql` without its comment, for `partition`
+    /// past the position `after`, with the open transactions `holes`.
+    fn claim_branch(&self, partition: &str, after: &str, holes: &str) -> String {
+        without_comments(&self.outbox_claim_partition)
+            .replace("{partition}", partition)
+            .replace("{after}", after)
+            .replace("{holes}", holes)
     }
 }
 
@@ -206,9 +233,12 @@ mod tests {
         assert!(claim.contains("\nUPDATE shop.outbox o SET sent_at = now()"));
         assert!(claim.contains("shop.outbox o"));
         assert!(claim.contains("a.partition_id = 63"));
-        assert_eq!(claim.matches("\nUNION ALL\n").count(), 2, "{claim}");
+        assert!(claim.contains("(($2::text[])[64]::xid8, ($3::bigint[])[64])"));
+        assert_eq!(claim.matches("\nUNION ALL\n").count(), 5, "{claim}");
         assert!(claim.find("= 5\n").unwrap() < claim.find("= 17\n").unwrap());
         assert!(!claim.contains("{partition}"));
+        assert!(!claim.contains("{after}"));
+        assert!(!claim.contains("{holes}"));
         assert!(!claim.contains("{each_partition}"));
         assert!(!claim.contains("{take}"));
         assert_eq!(claim.matches("UPDATE shop.outbox").count(), 1, "{claim}");

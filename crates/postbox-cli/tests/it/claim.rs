@@ -68,26 +68,57 @@ enum Claim {
 
 impl Claim {
     /// The statement for `owned`, its parameter types and its arguments for
-    /// `batch`, as PREPARE and EXECUTE take them.
-    fn prepared(self, q: &Queries, owned: &[i16], batch: i32) -> (String, &'static str, String) {
+    /// `batch`, from `after` (every partition at one position) with `holes`,
+    /// as PREPARE and EXECUTE take them.
+    fn prepared_from(
+        self,
+        q: &Queries,
+        owned: &[i16],
+        batch: i32,
+        after: (i64, i64),
+        holes: &[i64],
+    ) -> (String, &'static str, String) {
+        let holes = format!(
+            "'{{{}}}'",
+            holes
+                .iter()
+                .map(i64::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        );
         match self {
-            Claim::Merge => (q.outbox_claim(owned, Take::Mark), "int", batch.to_string()),
+            Claim::Merge => (
+                q.outbox_claim(owned, Take::Mark),
+                "int, text[], bigint[], text[]",
+                format!(
+                    "{batch}, array_fill('{}'::text, ARRAY[64]), array_fill({}::bigint, ARRAY[64]), {holes}",
+                    after.0, after.1
+                ),
+            ),
             Claim::Sorted => (
                 q.outbox_claim_sorted(Take::Mark),
-                "int, smallint[]",
+                "int, smallint[], text, bigint, text[]",
                 format!(
-                    "{batch}, '{{{}}}'",
+                    "{batch}, '{{{}}}', '{}', {}, {holes}",
                     owned
                         .iter()
                         .map(i16::to_string)
                         .collect::<Vec<_>>()
-                        .join(",")
+                        .join(","),
+                    after.0,
+                    after.1
                 ),
             ),
         }
     }
 
-    /// The ids it claims, in a transaction rolled back at once.
+    /// [`prepared_from`](Self::prepared_from) the head of every partition.
+    fn prepared(self, q: &Queries, owned: &[i16], batch: i32) -> (String, &'static str, String) {
+        self.prepared_from(q, owned, batch, (0, 0), &[])
+    }
+
+    /// The ids it claims from the head of every partition, in a transaction
+    /// rolled back at once.
     async fn ids(
         self,
         conn: &mut PgConnection,
@@ -95,12 +126,35 @@ impl Claim {
         owned: &[i16],
         batch: i32,
     ) -> Vec<i64> {
+        self.ids_from(conn, q, owned, batch, (0, 0), &[]).await
+    }
+
+    /// The ids it claims from `after` with `holes`, rolled back at once.
+    async fn ids_from(
+        self,
+        conn: &mut PgConnection,
+        q: &Queries,
+        owned: &[i16],
+        batch: i32,
+        after: (i64, i64),
+        holes: &[i64],
+    ) -> Vec<i64> {
         let merge = q.outbox_claim(owned, Take::Mark);
         let sorted = q.outbox_claim_sorted(Take::Mark);
+        let holes: Vec<String> = holes.iter().map(i64::to_string).collect();
         let mut tx = conn.begin().await.unwrap();
         let got = match self {
-            Claim::Merge => sqlx::query_as::<_, (i64,)>(&merge).bind(batch),
-            Claim::Sorted => sqlx::query_as::<_, (i64,)>(&sorted).bind(batch).bind(owned),
+            Claim::Merge => sqlx::query_as::<_, (i64,)>(&merge)
+                .bind(batch)
+                .bind(vec![after.0.to_string(); 64])
+                .bind(vec![after.1; 64])
+                .bind(&holes),
+            Claim::Sorted => sqlx::query_as::<_, (i64,)>(&sorted)
+                .bind(batch)
+                .bind(owned)
+                .bind(after.0.to_string())
+                .bind(after.1)
+                .bind(&holes),
         }
         .fetch_all(&mut *tx)
         .await
@@ -124,7 +178,14 @@ async fn claim_cost(
     owned: &[i16],
     batch: i32,
 ) -> (i64, i64) {
-    let (sql, types, args) = claim.prepared(q, owned, batch);
+    claim_cost_from(conn, claim.prepared(q, owned, batch)).await
+}
+
+/// [`claim_cost`] of a claim as [`Claim::prepared_from`] makes it.
+async fn claim_cost_from(
+    conn: &mut PgConnection,
+    (sql, types, args): (String, &'static str, String),
+) -> (i64, i64) {
     sqlx::raw_sql(&format!("BEGIN; PREPARE claim({types}) AS {sql}"))
         .execute(&mut *conn)
         .await
@@ -139,7 +200,8 @@ async fn claim_cost(
         .execute(&mut *conn)
         .await
         .unwrap();
-    let top = &plan[0]["Plan"];
+    // The take is a CTE whose snapshot comes back with its rows.
+    let top = &plan[0]["Plan"]["Plans"][0];
     assert_eq!(top["Node Type"], "ModifyTable", "{plan}");
     let blocks = |node: &serde_json::Value| -> i64 {
         ["Shared Hit Blocks", "Shared Read Blocks"]
@@ -239,8 +301,9 @@ async fn the_claim_takes_the_lowest_ids_of_the_owned_partitions() {
             AND (o.next_attempt_at IS NULL OR o.next_attempt_at <= now())
             AND NOT EXISTS (SELECT 1 FROM {s}.outbox w
                              WHERE w.sent_at IS NULL AND w.next_attempt_at IS NOT NULL
-                               AND w.next_attempt_at > now() AND w.key = o.key AND w.id < o.id)
-          ORDER BY o.id LIMIT $2"
+                               AND w.next_attempt_at > now() AND w.key = o.key
+                               AND (w.xid, w.id) < (o.xid, o.id))
+          ORDER BY o.xid, o.id LIMIT $2"
     );
     let mut conn = worker_session(&q).await;
     let shares: Vec<Vec<i16>> = vec![
@@ -291,7 +354,9 @@ async fn plans_made_on_a_nearly_empty_outbox_keep_using_the_indexes() {
     let sorted = q.outbox_claim_sorted(Take::Mark);
     let claim_delete = q.outbox_claim(&[p], Take::Delete);
     let sorted_delete = q.outbox_claim_sorted(Take::Delete);
-    let sorted_args = format!("1000, ARRAY[{p}]::smallint[]");
+    let sorted_args = format!("1000, ARRAY[{p}]::smallint[], '0', 0, '{{}}'::text[]");
+    let merge_args =
+        "1000, array_fill('0'::text, ARRAY[64]), array_fill(0::bigint, ARRAY[64]), '{}'::text[]";
     let statements = [
         ("mark", q.outbox_mark_sent.as_str(), "ARRAY[0]::bigint[]"),
         (
@@ -300,9 +365,9 @@ async fn plans_made_on_a_nearly_empty_outbox_keep_using_the_indexes() {
             "ARRAY[0]::bigint[]",
         ),
         ("defer", q.outbox_defer.as_str(), "0, 'e', 1000"),
-        ("claim", claim.as_str(), "1000"),
+        ("claim", claim.as_str(), merge_args),
         ("claim_sorted", sorted.as_str(), sorted_args.as_str()),
-        ("claim_delete", claim_delete.as_str(), "1000"),
+        ("claim_delete", claim_delete.as_str(), merge_args),
         (
             "claim_sorted_delete",
             sorted_delete.as_str(),
@@ -340,6 +405,129 @@ async fn plans_made_on_a_nearly_empty_outbox_keep_using_the_indexes() {
             !plan.contains("Bitmap"),
             "{name}, planned on a young outbox, uses a bitmap scan:\n{plan}"
         );
+    }
+    drop(conn);
+    ctx.cleanup().await;
+}
+
+/// While a snapshot older than them is held, the rows a relay sent stay in
+/// the claim's index as dead entries that no scan may skip for good. A claim
+/// from the worker's position does not read them; one from the partitions'
+/// head reads them all (what every claim did before migration 0010).
+#[tokio::test]
+async fn a_claim_from_its_position_skips_what_a_held_snapshot_keeps() {
+    let ctx = Ctx::new("claim_horizon").await;
+    let s = &ctx.schema;
+    let q = Queries::new(&SchemaName::new(s).unwrap());
+    let mut snapshot = PgConnection::connect(&postbox_testkit::database_url())
+        .await
+        .unwrap();
+    sqlx::raw_sql(&format!(
+        "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM {s}.outbox"
+    ))
+    .execute(&mut snapshot)
+    .await
+    .unwrap();
+    const SENT: i64 = 20_000;
+    let p = backlog(&ctx, "horizon", SENT).await;
+    sqlx::query(&format!("UPDATE {s}.outbox SET sent_at = now()"))
+        .execute(&ctx.pool)
+        .await
+        .unwrap();
+    // The position a worker holds after sending them.
+    let (xid, id): (i64, i64) = sqlx::query_as(&format!(
+        "SELECT max(xid::text::bigint), max(id) FROM {s}.outbox"
+    ))
+    .fetch_one(&ctx.pool)
+    .await
+    .unwrap();
+    backlog(&ctx, "horizon", 10).await;
+    // Vacuum may not remove the sent rows' versions: the snapshot sees them.
+    sqlx::raw_sql(&format!("VACUUM {s}.outbox"))
+        .execute(&ctx.pool)
+        .await
+        .unwrap();
+    let mut conn = worker_session(&q).await;
+    for claim in [Claim::Merge, Claim::Sorted] {
+        for _ in 0..6 {
+            let (blocks, rows) = claim_cost_from(
+                &mut conn,
+                claim.prepared_from(&q, &[p], 100, (xid, id), &[]),
+            )
+            .await;
+            assert_eq!(rows, 10, "{claim:?}");
+            assert!(
+                blocks < 100,
+                "a {claim:?} claim from its position read {blocks} blocks"
+            );
+        }
+        let (blocks, rows) = claim_cost(&mut conn, &q, claim, &[p], 100).await;
+        assert_eq!(rows, 10, "{claim:?}");
+        assert!(
+            blocks > 1000,
+            "from the head, the {claim:?} claim walks the {SENT} dead entries: {blocks} blocks"
+        );
+    }
+    sqlx::raw_sql("ROLLBACK")
+        .execute(&mut snapshot)
+        .await
+        .unwrap();
+    drop((conn, snapshot));
+    ctx.cleanup().await;
+}
+
+/// Below its position a claim takes only the rows of the transactions given
+/// as holes (open when the position passed them): a late commit is found
+/// there, and nothing sent before is read again.
+#[tokio::test]
+async fn below_its_position_a_claim_takes_only_the_holes_rows() {
+    let ctx = Ctx::new("claim_holes").await;
+    let s = &ctx.schema;
+    let q = Queries::new(&SchemaName::new(s).unwrap());
+    // Three transactions, one row each, on one key: a (committed first),
+    // late (its xid below b's), b.
+    let mut late = ctx.pool.begin().await.unwrap();
+    let late_xid: i64 = sqlx::query_scalar("SELECT pg_current_xact_id()::text::bigint")
+        .fetch_one(&mut *late)
+        .await
+        .unwrap();
+    let insert = format!(
+        "INSERT INTO {s}.outbox (topic, event, key, payload) VALUES ('q', 'e', 'k', '{{}}')
+         RETURNING id"
+    );
+    sqlx::query(&insert).execute(&ctx.pool).await.unwrap();
+    let b: i64 = sqlx::query_scalar(&insert)
+        .fetch_one(&ctx.pool)
+        .await
+        .unwrap();
+    let (b_xid,): (i64,) = sqlx::query_as(&format!(
+        "SELECT xid::text::bigint FROM {s}.outbox WHERE id = $1"
+    ))
+    .bind(b)
+    .fetch_one(&ctx.pool)
+    .await
+    .unwrap();
+    let l: i64 = sqlx::query_scalar(&insert)
+        .fetch_one(&mut *late)
+        .await
+        .unwrap();
+    late.commit().await.unwrap();
+    let p = partition_of(&ctx, "k").await;
+    let mut conn = worker_session(&q).await;
+    for claim in [Claim::Merge, Claim::Sorted] {
+        // From the head: all three, b's and a's in (xid, id) order.
+        let all = claim.ids_from(&mut conn, &q, &[p], 10, (0, 0), &[]).await;
+        assert_eq!(all.len(), 3);
+        // Past b, with the late transaction a hole: only its row.
+        let got = claim
+            .ids_from(&mut conn, &q, &[p], 10, (b_xid, b), &[late_xid])
+            .await;
+        assert_eq!(got, vec![l], "{claim:?}");
+        // Past b without holes: nothing (as if a and b were sent).
+        let got = claim
+            .ids_from(&mut conn, &q, &[p], 10, (b_xid, b), &[])
+            .await;
+        assert!(got.is_empty(), "{claim:?}: {got:?}");
     }
     drop(conn);
     ctx.cleanup().await;

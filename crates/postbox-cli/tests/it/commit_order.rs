@@ -77,3 +77,64 @@ async fn out_of_order_commits_rollback_and_held_transaction() {
     drop(relay);
     ctx.cleanup().await;
 }
+
+/// A transaction that took its xid early (it wrote something else first) and
+/// sat idle while the relay sent the others' events past it, then wrote its
+/// event and committed: its xid is below the relay's positions, so the relay
+/// finds the row by that xid (an open transaction when the positions passed
+/// it), and the others never waited for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_writer_holds_nothing_back_and_arrives_when_it_commits() {
+    let ctx = Ctx::new("idlewr").await;
+    let redis = postbox_testkit::redis_url();
+    let relay = ctx.relay(&redis, &["--workers", "1"], &[]);
+    relay.wait_for_line("relay started", LONG).await;
+    let view = RedisView::new(&redis, &ctx.queue).await;
+
+    let mut writer = ctx.pool.begin().await.unwrap();
+    sqlx::query("SELECT pg_current_xact_id()")
+        .execute(&mut *writer)
+        .await
+        .unwrap();
+    for seq in 1..=30 {
+        ctx.produce(vec![ctx.event(&format!("k{}", seq % 5), seq)])
+            .await;
+    }
+    wait_until(
+        Duration::from_secs(10),
+        "the others' events while the writer is open",
+        || async { view.wait_len().await == 30 },
+    )
+    .await;
+
+    // On a key the others used; the oldest xid of all, committed last.
+    let late = ctx
+        .outbox
+        .enqueue(&mut writer, ctx.event("k1", 1000))
+        .await
+        .unwrap();
+    writer.commit().await.unwrap();
+    wait_until(
+        Duration::from_secs(10),
+        "the idle writer's event",
+        || async { view.wait_len().await == 31 },
+    )
+    .await;
+    assert!(view
+        .waiting_ids()
+        .await
+        .contains(&late.event_id.to_string()));
+    // And the relay goes on past it.
+    ctx.produce(vec![ctx.event("k1", 1001)]).await;
+    wait_until(Duration::from_secs(10), "an event after it", || async {
+        view.wait_len().await == 32
+    })
+    .await;
+    assert_per_key_order(&view.waiting().await);
+    wait_until(Duration::from_secs(10), "every row marked sent", || async {
+        ctx.unsent().await == 0
+    })
+    .await;
+    drop(relay);
+    ctx.cleanup().await;
+}

@@ -26,7 +26,7 @@ async fn migrate_is_idempotent_and_versioned() {
         String::from_utf8_lossy(&first.stderr)
     );
     assert!(String::from_utf8_lossy(&first.stdout)
-        .contains("applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9]"));
+        .contains("applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]"));
     let second = run();
     assert!(second.status.success());
     assert!(
@@ -59,7 +59,7 @@ async fn migrate_is_idempotent_and_versioned() {
     .fetch_all(&pool)
     .await
     .unwrap();
-    assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
 
     // A tampered migration is reported, not silently re-run.
     sqlx::query(&format!(
@@ -146,7 +146,7 @@ fn print_exports_the_sql() {
 async fn relay_refuses_an_outdated_schema() {
     let ctx = Ctx::new("outdated").await;
     sqlx::query(&format!(
-        "DELETE FROM {}.postbox_migrations WHERE version = 9",
+        "DELETE FROM {}.postbox_migrations WHERE version = 10",
         ctx.schema
     ))
     .execute(&ctx.pool)
@@ -157,7 +157,7 @@ async fn relay_refuses_an_outdated_schema() {
     let out = relay.output();
     assert!(
         out.contains(&format!(
-            "schema \"{}\" is at migration 8, this postbox needs 9; run `postbox migrate --schema {}` first",
+            "schema \"{}\" is at migration 9, this postbox needs 10; run `postbox migrate --schema {}` first",
             ctx.schema, ctx.schema
         )),
         "{out}"

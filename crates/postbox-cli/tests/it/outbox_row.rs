@@ -85,14 +85,14 @@ async fn migrations_from_0008_keep_every_key_in_its_partition() {
     .unwrap();
     assert_eq!(wrong, 0);
     let index: String = sqlx::query_scalar(
-        "SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = 'outbox_unsent_by_partition'",
+        "SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = 'outbox_unsent_by_position'",
     )
     .bind(&schema)
     .fetch_one(&pool)
     .await
     .unwrap();
     assert!(
-        index.ends_with("(partition_id, ((id + 0))) WHERE (sent_at IS NULL)"),
+        index.ends_with("(partition_id, xid, ((id + 0))) WHERE (sent_at IS NULL)"),
         "{index}"
     );
     postbox_testkit::drop_schema(&pool, &schema).await;

@@ -106,6 +106,7 @@ async fn status_counts_pending_retrying_and_dead_letters_per_topic() {
 
     let st = &status_json(&[s]).await[0];
     assert_eq!(st["schema"], s);
+    assert_eq!(st["read_path"], "position");
     assert_eq!(
         (&st["pending"], &st["retrying"], &st["dead_letters"]),
         (&4.into(), &1.into(), &2.into())
@@ -172,5 +173,25 @@ async fn status_counts_pending_retrying_and_dead_letters_per_topic() {
         "{err}"
     );
     other.cleanup().await;
+    ctx.cleanup().await;
+}
+
+/// A schema one migration behind (mid-upgrade) is still reported, with the
+/// read path its old relays use and the command that moves it on.
+#[tokio::test]
+async fn status_names_the_read_path_of_a_schema_before_0010() {
+    let ctx = Ctx::new("stpath").await;
+    sqlx::query(&format!(
+        "DELETE FROM {}.postbox_migrations WHERE version = 10",
+        ctx.schema
+    ))
+    .execute(&ctx.pool)
+    .await
+    .unwrap();
+    assert_eq!(status_json(&[&ctx.schema]).await[0]["read_path"], "head");
+    let url = postbox_testkit::database_url();
+    let (ok, out, err) = cli(&["status", "--database-url", &url, "--schema", &ctx.schema]).await;
+    assert!(ok, "{err}");
+    assert!(out.contains("run `postbox migrate` (0010)"), "{out}");
     ctx.cleanup().await;
 }

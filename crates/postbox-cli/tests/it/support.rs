@@ -458,10 +458,12 @@ impl Ctx {
 impl Ctx {
     /// The first `n` rows made unsent again, as after a relay that
     /// published them and died before its COMMIT: the next relay sends them
-    /// again.
+    /// again. With a new xid, past the relays' positions, as a replay by hand
+    /// must (docs: "How the relay reads the outbox").
     pub async fn mark_first_unsent(&self, n: i64) {
         sqlx::query(&format!(
-            "UPDATE {0}.outbox SET sent_at = NULL WHERE id IN (SELECT id FROM {0}.outbox ORDER BY id LIMIT $1)",
+            "UPDATE {0}.outbox SET sent_at = NULL, xid = pg_current_xact_id()
+              WHERE id IN (SELECT id FROM {0}.outbox ORDER BY id LIMIT $1)",
             self.schema
         ))
         .bind(n)

@@ -2,21 +2,43 @@
 //! it), publish it and commit, in one transaction; when the broker did not
 //! take every event, each event's outcome is written in a second one.
 
+use super::cursor::{Held, Pos, Snapshot, Taken};
 use super::{Pass, Worker};
 use crate::plan::{plan, Plan};
 use crate::{Backoff, OutboxEvent, Outcome, SinkError};
 use sqlx::{Connection, PgConnection};
 use std::collections::HashSet;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// A claimed row with where it stands in the claim order and the claim
+/// statement's snapshot (`outbox_claim_batch.sql`).
+#[derive(sqlx::FromRow)]
+struct ClaimedRow {
+    #[sqlx(flatten)]
+    event: OutboxEvent,
+    xid: i64,
+    partition_id: i16,
+    snapshot: String,
+}
+
+/// What a claim read, for the worker's positions once its batch is committed.
+struct Claim {
+    taken: Vec<Taken>,
+    snapshot: Option<Snapshot>,
+}
 
 impl Worker {
     /// Claim (taking the rows) → publish → commit, once; or, when the
     /// broker did not take every event, roll back and write each outcome.
     pub(super) async fn pass(&mut self, conn: &mut PgConnection) -> Result<Pass, sqlx::Error> {
         let started = Instant::now();
+        self.cursor.owned(&self.owned);
+        if self.cursor.needs_held(Instant::now()) {
+            self.read_held(conn).await?;
+        }
         let mut tx = conn.begin().await?;
-        let batch = self.claim(&mut tx).await?;
+        let (batch, claim) = self.claim(&mut tx).await?;
         let _busy = self.crew.claimed(batch.len());
         if batch.is_empty() {
             tx.commit().await?;
@@ -47,6 +69,18 @@ impl Worker {
             self.disarm(&mut tx, None).await?;
         }
         tx.commit().await?;
+        if plan.sent.len() == batch.len() {
+            match &claim.snapshot {
+                Some(snapshot) => self
+                    .cursor
+                    .claimed(&self.owned, &claim.taken, snapshot, full),
+                None => {
+                    tracing::warn!(schema = %self.schema, "the claim's snapshot could not be read; positions stay where they were")
+                }
+            }
+        } else if !plan.rejected.is_empty() || !plan.deferred.is_empty() {
+            self.cursor.rows_held();
+        }
         self.report(&batch, &plan, started);
         if let Some(e) = plan.transient {
             self.stats.transient_errors.fetch_add(1, Relaxed);
@@ -60,13 +94,22 @@ impl Worker {
         })
     }
 
-    /// The next batch of this worker's partitions in id order, taken (marked
-    /// sent or deleted) in `tx` and locked until it ends.
-    async fn claim(&mut self, tx: &mut PgConnection) -> Result<Vec<OutboxEvent>, sqlx::Error> {
-        let mut batch: Vec<OutboxEvent> = if self.keeping_up {
+    /// The next batch of this worker's partitions in claim order ((xid, id),
+    /// see `cursor`), taken (marked sent or deleted) in `tx` and locked until
+    /// it ends.
+    async fn claim(
+        &mut self,
+        tx: &mut PgConnection,
+    ) -> Result<(Vec<OutboxEvent>, Claim), sqlx::Error> {
+        let holes: Vec<String> = self.cursor.holes().map(|x| x.to_string()).collect();
+        let mut rows: Vec<ClaimedRow> = if self.keeping_up {
+            let from = self.cursor.lowest(&self.owned);
             sqlx::query_as(&self.claim_sorted)
                 .bind(self.config.batch_size)
                 .bind(&self.owned)
+                .bind(from.xid.to_string())
+                .bind(from.id)
+                .bind(&holes)
                 .fetch_all(&mut *tx)
                 .await?
         } else {
@@ -77,19 +120,67 @@ impl Worker {
                     self.q.outbox_claim(&self.owned, self.config.sent.take()),
                 );
             }
+            let (xids, ids): (Vec<String>, Vec<i64>) = (0..postbox::PARTITIONS)
+                .map(|p| {
+                    let at = self.cursor.after(p);
+                    (at.xid.to_string(), at.id)
+                })
+                .unzip();
             sqlx::query_as(&self.claim_sql.1)
                 .bind(self.config.batch_size)
+                .bind(&xids)
+                .bind(&ids)
+                .bind(&holes)
                 .fetch_all(&mut *tx)
                 .await?
         };
         // A full batch may mean a backlog, which the sorted claim would read
         // whole at every pass; the merge reads about a batch.
-        self.keeping_up = (batch.len() as i64) < self.config.batch_size;
-        batch.sort_unstable_by_key(|e| e.id);
-        for e in &mut batch {
-            e.schema = self.schema.to_string();
-        }
-        Ok(batch)
+        self.keeping_up = (rows.len() as i64) < self.config.batch_size;
+        rows.sort_unstable_by_key(|r| (r.xid, r.event.id));
+        let claim = Claim {
+            taken: rows
+                .iter()
+                .map(|r| Taken {
+                    partition: r.partition_id,
+                    pos: Pos {
+                        xid: r.xid,
+                        id: r.event.id,
+                    },
+                })
+                .collect(),
+            snapshot: rows.first().and_then(|r| Snapshot::parse(&r.snapshot)),
+        };
+        let batch = rows
+            .into_iter()
+            .map(|r| OutboxEvent {
+                schema: self.schema.to_string(),
+                ..r.event
+            })
+            .collect();
+        Ok((batch, claim))
+    }
+
+    /// The rows of the owned partitions that wait out a backoff or are
+    /// blocked: the claims pass them, and the worker's positions come back
+    /// to each once it may go again.
+    async fn read_held(&mut self, conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+        let rows: Vec<(i16, i64, i64, Option<f64>)> = sqlx::query_as(&self.q.outbox_held_list)
+            .bind(&self.owned)
+            .fetch_all(&mut *conn)
+            .await?;
+        let held = rows
+            .into_iter()
+            .map(|(partition, xid, id, due_in)| Held {
+                partition,
+                xid,
+                id,
+                due_in: due_in.map(|s| Duration::from_secs_f64(s.max(0.0))),
+            })
+            .collect();
+        self.cursor
+            .held(held, Instant::now(), self.config.poll_interval);
+        Ok(())
     }
 
     /// The destination's answer per event, by `publish_timeout`: what the

@@ -6,6 +6,7 @@
 
 mod batch;
 mod crew;
+mod cursor;
 mod ownership;
 
 pub(crate) use crew::Crew;
@@ -55,6 +56,8 @@ pub(crate) struct Worker {
     keeping_up: bool,
     /// `Queries::outbox_claim_sorted`, for whichever partitions are owned.
     claim_sorted: String,
+    /// Where the next claim starts in each owned partition.
+    cursor: cursor::Cursor,
     failpoint: crate::failpoint::Failpoint,
 }
 
@@ -133,6 +136,7 @@ impl Worker {
             claim_sql: (Vec::new(), String::new()),
             // A relay starting may face a backlog.
             keeping_up: false,
+            cursor: cursor::Cursor::default(),
             app_name: format!("{instance}:worker"),
             servers,
             failpoint: crate::failpoint::Failpoint::from_env(),
@@ -251,6 +255,7 @@ impl Worker {
                     }
                     self.stats.owned.fetch_sub(self.owned.len() as i64, Relaxed);
                     self.owned.clear();
+                    self.cursor.owned(&[]);
                     let _ = conn.close().await;
                 }
                 Err(e) => {
@@ -261,6 +266,7 @@ impl Worker {
                     tracing::warn!(schema = %self.schema, error = %e, "relay worker lost its database session; partitions released, reconnecting");
                     self.stats.owned.fetch_sub(self.owned.len() as i64, Relaxed);
                     self.owned.clear();
+                    self.cursor.owned(&[]);
                     self.pause(transient.delay(0)).await;
                 }
             }

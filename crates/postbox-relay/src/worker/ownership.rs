@@ -56,6 +56,8 @@ impl Worker {
                 .owned
                 .fetch_sub((self.owned.len() - target) as i64, Relaxed);
             let extra = self.owned.split_off(target);
+            // Another relay may send these before they come back here.
+            self.cursor.owned(&self.owned);
             // Armed partitions given back would make their new owner's
             // producers NOTIFY until this session ends.
             self.disarm(conn, Some(&extra)).await?;
@@ -94,6 +96,7 @@ impl Worker {
     pub(super) async fn leave(&mut self, conn: &mut PgConnection) -> Result<(), sqlx::Error> {
         self.stats.owned.fetch_sub(self.owned.len() as i64, Relaxed);
         self.owned.clear();
+        self.cursor.owned(&[]);
         sqlx::query(&self.q.relay_member_leave)
             .execute(&mut *conn)
             .await?;

@@ -1,4 +1,4 @@
--- Claim the next batch of the partitions this relay worker owns, in id
+-- Claim the next batch of the partitions this relay worker owns, in (xid, id)
 -- order, at most $1 rows, and take them in the same statement: the statement's
 -- head (the placeholder on the first line below the comments) is
 -- outbox_claim_mark.sql (sent = "mark": set sent_at) or outbox_claim_delete.sql
@@ -11,27 +11,35 @@
 -- round trip per batch, and the lock that a SELECT … FOR UPDATE writes on each
 -- row before the mark writes it again (scripts/pgbench/relay.sh).
 --
--- The subquery is one branch per owned partition (outbox_claim_partition.sql,
--- joined by UNION ALL, filled in by postbox::sql::Queries::outbox_claim):
--- each reads its partition's unsent rows in id order from
--- outbox_unsent_by_partition, and a Merge Append takes the lowest ids across
--- them, so the claim reads about $1 rows however the backlog is spread. A
--- single scan in id order filtered by partition read every other partition's
--- backlog when this worker's own partitions were empty or sparse. Only owned
--- partitions have a branch: PostgreSQL sets up every branch of a plan at each
--- execution, and 64 of them tripled what an empty claim costs, which a relay
--- that keeps up pays at every busy poll.
+-- The subquery is one pair of branches per owned partition
+-- (outbox_claim_partition.sql, joined by UNION ALL, filled in by
+-- postbox::sql::Queries::outbox_claim): rows past the partition's position,
+-- and rows at or below it of the transactions that were still open when the
+-- position passed them (late commits). Each reads outbox_unsent_by_position
+-- in order and a Merge Append takes the lowest across them, so the claim
+-- reads about $1 rows however the backlog is spread, and never the dead
+-- entries that sent rows leave below a position while an old snapshot keeps
+-- VACUUM from removing them (migration 0010). Only owned partitions have a
+-- branch: PostgreSQL sets up every branch of a plan at each execution.
 --
 -- Row locks, never SKIP LOCKED: order per key matters more than parallel
 -- claims, and the advisory lock on each partition already keeps other relays
 -- away. Rows waiting out a retry backoff hold back later rows of their key.
--- No high-water mark: a row whose transaction commits late (lower id than
--- rows already sent) is still found here on the next scan. RETURNING gives no
--- order; the worker sorts the batch by id.
+--
+-- The statement's snapshot comes back with every row: it tells the worker
+-- which transactions may still commit rows below the new positions (the
+-- same snapshot the claim read with: one statement). RETURNING gives no
+-- order; the worker sorts the batch.
+WITH taken AS (
 {take}
  WHERE o.id = ANY(ARRAY(
         SELECT c.id FROM ({each_partition}) c
-         ORDER BY c.id
+         ORDER BY c.xid, c.id
          LIMIT $1))
    AND o.sent_at IS NULL
-RETURNING o.id, o.event_id, o.topic, o.event, o.key, o.payload, o.headers, o.attempts, o.created_at
+RETURNING o.id, o.xid, o.partition_id, o.event_id, o.topic, o.event, o.key, o.payload, o.headers, o.attempts, o.created_at
+)
+SELECT t.id, t.xid::text::bigint AS xid, t.partition_id, t.event_id, t.topic::text AS topic,
+       t.event::text AS event, t.key, t.payload, t.headers::jsonb AS headers, t.attempts,
+       t.created_at, s.snapshot
+  FROM taken t, (SELECT pg_catalog.pg_current_snapshot()::text AS snapshot) s

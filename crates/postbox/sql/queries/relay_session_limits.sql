@@ -5,7 +5,8 @@
 -- an open transaction is cut. TCP keepalives find a vanished peer even while
 -- a statement waits. Generic plans: a custom plan of the claim
 -- (outbox_claim_batch.sql, a branch per owned partition) costs more to make
--- than to run, and its only parameter is the batch size. No sequential scans:
+-- than to run, and its parameters (the batch size, the worker's positions)
+-- change nothing a plan would choose. No sequential scans:
 -- every statement of a worker finds its rows by id or partition, and a plan
 -- made while the outbox was nearly empty (a fresh deployment, a server whose
 -- statistics are stale) would otherwise scan the whole table at every batch

@@ -1,6 +1,6 @@
 -- `postbox status`, per topic: unsent rows, the age of the oldest (seconds),
 -- rows waiting out a retry backoff, dead letters. Reads unsent rows only
--- (the outbox_unsent_by_partition index), never the sent history.
+-- (the outbox_unsent_by_position index), never the sent history.
 WITH pending AS (
     SELECT topic,
            count(*) AS pending,

@@ -1,0 +1,362 @@
+//! Where a worker's next claim starts in each partition it owns, so that a
+//! claim never reads again what was sent (migration 0010).
+//!
+//! A sent row leaves a dead entry in the claim's index until VACUUM removes
+//! it, and VACUUM may not while any older snapshot exists. Claims read from a
+//! position per partition instead of from its head, so the entries below it
+//! are never walked, however long a snapshot is held.
+//!
+//! Positions are `(xid, id)`: the producer's transaction, then the row. What
+//! may still appear below a position, and how it is found:
+//! - rows of transactions that were open when the position passed them (a
+//!   late commit): their xids are *holes*, looked up by xid at each claim
+//!   until a claim's snapshot shows them ended and its batch took what they
+//!   left;
+//! - rows a claim passed because they wait out a backoff, or wait behind such
+//!   a row of their key (the claim's `NOT EXISTS`): the worker knows the
+//!   waiting rows (`outbox_held_list.sql`) and moves the position back to one
+//!   once it may go again or stops waiting.
+//!
+//! Nothing here is a record of what is unsent: the outbox is. A position lost
+//! (a partition that moves to another worker or relay, a restart) only means
+//! the next claim of that partition reads it from its head once.
+
+use std::collections::{BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+/// A place in a partition, in claim order: `(xid, id)`. Claims take rows
+/// strictly after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub(crate) struct Pos {
+    pub xid: i64,
+    pub id: i64,
+}
+
+/// Before every row (xids start at 3; migrated rows have 1).
+pub(crate) const HEAD: Pos = Pos { xid: 0, id: 0 };
+
+impl Pos {
+    /// Just before `(xid, id)`: a claim from here takes that row again.
+    fn before(xid: i64, id: i64) -> Pos {
+        Pos { xid, id: id - 1 }
+    }
+}
+
+/// A claim statement's snapshot (`pg_current_snapshot()`, `xmin:xmax:xip,…`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Snapshot {
+    pub xmax: i64,
+    /// Transactions open when it was taken, all below `xmax`.
+    pub open: BTreeSet<i64>,
+}
+
+impl Snapshot {
+    pub(crate) fn parse(text: &str) -> Option<Snapshot> {
+        let mut parts = text.split(':');
+        let _xmin: i64 = parts.next()?.parse().ok()?;
+        let xmax: i64 = parts.next()?.parse().ok()?;
+        let open = match parts.next()? {
+            "" => BTreeSet::new(),
+            list => list
+                .split(',')
+                .map(|x| x.parse().ok())
+                .collect::<Option<_>>()?,
+        };
+        parts.next().is_none().then_some(Snapshot { xmax, open })
+    }
+
+    /// Whether transaction `xid` had ended (committed or rolled back) when
+    /// this snapshot was taken.
+    fn ended(&self, xid: i64) -> bool {
+        xid < self.xmax && !self.open.contains(&xid)
+    }
+}
+
+/// A row waiting out a backoff (or blocked), as `outbox_held_list.sql` reads it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Held {
+    pub partition: i16,
+    pub xid: i64,
+    pub id: i64,
+    /// Until it may go again; `None`: blocked until an operator acts.
+    pub due_in: Option<Duration>,
+}
+
+/// A claimed row's place, for [`Cursor::claimed`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Taken {
+    pub partition: i16,
+    pub pos: Pos,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Cursor {
+    /// Per owned partition; absent: from its head.
+    after: HashMap<i16, Pos>,
+    /// Transactions open when a position passed them, not yet known ended
+    /// and looked up.
+    holes: BTreeSet<i64>,
+    /// The waiting rows of the owned partitions at the last look.
+    held: Vec<Held>,
+    /// Look at the waiting rows before the next claim: partitions were
+    /// taken, or this worker made rows wait.
+    held_stale: bool,
+    /// When to look again: the next row due, or `recheck` for blocked rows.
+    held_check_at: Option<Instant>,
+}
+
+impl Cursor {
+    /// The worker now owns `owned`: positions of partitions it gave back are
+    /// dropped; new ones start at their head.
+    pub(crate) fn owned(&mut self, owned: &[i16]) {
+        self.after.retain(|p, _| owned.contains(p));
+        self.held.retain(|h| owned.contains(&h.partition));
+        if owned.iter().any(|p| !self.after.contains_key(p)) {
+            for p in owned {
+                self.after.entry(*p).or_insert(HEAD);
+            }
+            self.held_stale = true;
+        }
+        if owned.is_empty() {
+            self.holes.clear();
+        }
+    }
+
+    pub(crate) fn after(&self, partition: i16) -> Pos {
+        self.after.get(&partition).copied().unwrap_or(HEAD)
+    }
+
+    /// The lowest position of `owned`: where one scan of all of them starts.
+    pub(crate) fn lowest(&self, owned: &[i16]) -> Pos {
+        owned.iter().map(|p| self.after(*p)).min().unwrap_or(HEAD)
+    }
+
+    pub(crate) fn holes(&self) -> impl Iterator<Item = i64> + '_ {
+        self.holes.iter().copied()
+    }
+
+    /// A claim over `owned` whose every row was sent and committed. `taken`
+    /// is in claim order; `full`: it stopped at the batch size.
+    pub(crate) fn claimed(
+        &mut self,
+        owned: &[i16],
+        taken: &[Taken],
+        snapshot: &Snapshot,
+        full: bool,
+    ) {
+        let Some(last) = taken.last().map(|t| t.pos) else {
+            return;
+        };
+        // The claim took, in order, every claimable row up to `last` (all of
+        // them when not full): an ended hole below has nothing left to find.
+        self.holes
+            .retain(|&x| !(snapshot.ended(x) && (!full || x < last.xid)));
+        if full {
+            for t in taken {
+                let after = self.after.entry(t.partition).or_insert(HEAD);
+                *after = (*after).max(t.pos);
+            }
+        } else {
+            // Everything the snapshot shows was taken: every owned partition
+            // moves to its end; only its open transactions may add below.
+            let end = Pos {
+                xid: snapshot.xmax - 1,
+                id: i64::MAX,
+            };
+            for p in owned {
+                let after = self.after.entry(*p).or_insert(HEAD);
+                *after = (*after).max(end);
+            }
+        }
+        let highest = owned.iter().map(|p| self.after(*p).xid).max().unwrap_or(0);
+        self.holes
+            .extend(snapshot.open.iter().copied().filter(|&x| x <= highest));
+    }
+
+    /// This worker made rows wait (a rejection, a deferral, a blocked key):
+    /// look at them before the next claim.
+    pub(crate) fn rows_held(&mut self) {
+        self.held_stale = true;
+    }
+
+    /// Whether to read the waiting rows before the next claim.
+    pub(crate) fn needs_held(&self, now: Instant) -> bool {
+        self.held_stale || self.held_check_at.is_some_and(|t| now >= t)
+    }
+
+    /// The waiting rows of the owned partitions, read at `now`. A row that
+    /// may go again, or no longer waits, moves its partition's position back
+    /// to it: the claims passed it and the later rows of its key.
+    pub(crate) fn held(&mut self, rows: Vec<Held>, now: Instant, recheck: Duration) {
+        let freed = self
+            .held
+            .iter()
+            .filter(|old| {
+                !rows
+                    .iter()
+                    .any(|new| (new.partition, new.xid, new.id) == (old.partition, old.xid, old.id))
+            })
+            .chain(
+                rows.iter()
+                    .filter(|r| r.due_in.is_some_and(|d| d.is_zero())),
+            )
+            .map(|h| (h.partition, Pos::before(h.xid, h.id)))
+            .collect::<Vec<_>>();
+        for (partition, back) in freed {
+            if let Some(after) = self.after.get_mut(&partition) {
+                *after = (*after).min(back);
+            }
+        }
+        self.held_check_at = rows
+            .iter()
+            .map(|r| match r.due_in {
+                // A little after the server's clock passes it.
+                Some(d) if !d.is_zero() => now + d + Duration::from_millis(5),
+                _ => now + recheck,
+            })
+            .min();
+        self.held = rows;
+        self.held_stale = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snap(text: &str) -> Snapshot {
+        Snapshot::parse(text).unwrap()
+    }
+
+    fn taken(partition: i16, xid: i64, id: i64) -> Taken {
+        Taken {
+            partition,
+            pos: Pos { xid, id },
+        }
+    }
+
+    #[test]
+    fn parses_snapshots() {
+        assert_eq!(
+            snap("10:20:"),
+            Snapshot {
+                xmax: 20,
+                open: BTreeSet::new()
+            }
+        );
+        assert_eq!(snap("10:20:10,15").open, BTreeSet::from([10, 15]));
+        assert!(Snapshot::parse("10:20").is_none());
+        assert!(Snapshot::parse("10:x:").is_none());
+        assert!(Snapshot::parse("1:2:3:4").is_none());
+    }
+
+    #[test]
+    fn new_partitions_start_at_their_head_and_ask_for_waiting_rows() {
+        let mut c = Cursor::default();
+        c.owned(&[1, 2]);
+        assert_eq!(c.after(1), HEAD);
+        assert!(c.needs_held(Instant::now()));
+        c.held(Vec::new(), Instant::now(), Duration::from_secs(1));
+        assert!(!c.needs_held(Instant::now()));
+        c.owned(&[2]);
+        assert!(!c.needs_held(Instant::now()), "nothing new");
+        c.owned(&[2, 3]);
+        assert!(c.needs_held(Instant::now()));
+    }
+
+    #[test]
+    fn a_batch_that_is_not_full_moves_every_partition_to_the_snapshots_end() {
+        let mut c = Cursor::default();
+        c.owned(&[1, 2]);
+        c.claimed(&[1, 2], &[taken(1, 50, 7)], &snap("48:60:48,55"), false);
+        let end = Pos {
+            xid: 59,
+            id: i64::MAX,
+        };
+        assert_eq!((c.after(1), c.after(2)), (end, end));
+        assert_eq!(c.holes().collect::<Vec<_>>(), vec![48, 55]);
+        // 48 ended (55 did not), and the claim took all there was.
+        c.claimed(&[1, 2], &[taken(2, 61, 9)], &snap("55:70:55"), false);
+        assert_eq!(c.holes().collect::<Vec<_>>(), vec![55]);
+    }
+
+    #[test]
+    fn a_full_batch_moves_each_partition_to_its_last_row() {
+        let mut c = Cursor::default();
+        c.owned(&[1, 2, 3]);
+        c.claimed(
+            &[1, 2, 3],
+            &[taken(1, 10, 1), taken(2, 10, 2), taken(1, 12, 3)],
+            &snap("10:20:11,13"),
+            true,
+        );
+        assert_eq!(c.after(1), Pos { xid: 12, id: 3 });
+        assert_eq!(c.after(2), Pos { xid: 10, id: 2 });
+        assert_eq!(c.after(3), HEAD);
+        // 11 is below a position; 13 is past them all and found by the scan.
+        assert_eq!(c.holes().collect::<Vec<_>>(), vec![11]);
+        assert_eq!(c.lowest(&[1, 2, 3]), HEAD);
+        // A full batch keeps an ended hole whose rows may lie past its end...
+        c.claimed(&[1, 2, 3], &[taken(1, 9, 4)], &snap("13:20:13"), true);
+        assert_eq!(c.holes().collect::<Vec<_>>(), vec![11]);
+        // ...and drops it once the batch went past it; 13, still open, is
+        // now below partition 1's position.
+        c.claimed(
+            &[1, 2, 3],
+            &[taken(1, 11, 5), taken(1, 14, 6)],
+            &snap("13:20:13"),
+            true,
+        );
+        assert_eq!(c.holes().collect::<Vec<_>>(), vec![13]);
+    }
+
+    #[test]
+    fn waiting_rows_move_the_position_back_when_they_may_go() {
+        let now = Instant::now();
+        let mut c = Cursor::default();
+        c.owned(&[1]);
+        let waiting = Held {
+            partition: 1,
+            xid: 30,
+            id: 4,
+            due_in: Some(Duration::from_secs(2)),
+        };
+        c.held(vec![waiting], now, Duration::from_secs(1));
+        c.claimed(&[1], &[taken(1, 31, 5)], &snap("40:40:"), false);
+        assert_eq!(c.after(1).xid, 39);
+        assert!(!c.needs_held(now + Duration::from_secs(1)));
+        assert!(c.needs_held(now + Duration::from_secs(3)));
+        // Due now: back to just before it.
+        c.held(
+            vec![Held {
+                due_in: Some(Duration::ZERO),
+                ..waiting
+            }],
+            now,
+            Duration::from_secs(1),
+        );
+        assert_eq!(c.after(1), Pos { xid: 30, id: 3 });
+        c.claimed(&[1], &[taken(1, 30, 4)], &snap("40:41:"), false);
+        // Blocked rows are looked at again every `recheck`; freed by an
+        // operator (gone from the list), they move the position back too.
+        let blocked = Held {
+            due_in: None,
+            ..waiting
+        };
+        c.held(vec![blocked], now, Duration::from_secs(1));
+        assert!(c.needs_held(now + Duration::from_secs(1)));
+        assert_eq!(c.after(1).xid, 40);
+        c.held(Vec::new(), now, Duration::from_secs(1));
+        assert_eq!(c.after(1), Pos { xid: 30, id: 3 });
+        assert!(!c.needs_held(now + Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn a_worker_that_made_rows_wait_looks_before_its_next_claim() {
+        let mut c = Cursor::default();
+        c.owned(&[1]);
+        c.held(Vec::new(), Instant::now(), Duration::from_secs(1));
+        c.rows_held();
+        assert!(c.needs_held(Instant::now()));
+    }
+}
