@@ -19,7 +19,7 @@ RATE="${RATE:-1000}" WARM="${WARM:-60}" HOLD="${HOLD:-240}" KIND="${KIND:-snapsh
 DB="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test}"
 REDIS="${REDIS_URL:-redis://127.0.0.1:6379}"
 work="$(mktemp -d)"
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 
 cpu_ms() { # user + system CPU of a process, in ms (USER_HZ = 100)
   awk '{ sub(/.*\) /, ""); print ($12 + $13) * 10 }' "/proc/$1/stat"
@@ -31,7 +31,7 @@ printf '|---|---|---|---|---|---|---|---|\n'
 for spec in "$@"; do
   label="${spec%%=*}" bin="${spec#*=}"
   schema="horizon_${label//[^a-z0-9_]/_}"
-  psql "$DB" -qc "DROP SCHEMA IF EXISTS $schema CASCADE" >/dev/null
+  psql "$DB" -qc "DROP SCHEMA IF EXISTS $schema CASCADE" >/dev/null 2>&1
   "$bin" migrate --database-url "$DB" --schema "$schema" >/dev/null
   cat >"$work/insert.sql" <<SQL
 \set k random(0, 63)
@@ -41,7 +41,7 @@ SQL
     --redis-streams-url "$REDIS" >"$work/relay-$label.log" 2>&1 &
   relay=$!
   sleep 2
-  pgbench -n -q -c 4 -j 2 -R "$RATE" -T $((WARM + HOLD + 5)) -f "$work/insert.sql" "$DB" \
+  pgbench -n -c 4 -j 2 -R "$RATE" -T $((WARM + HOLD + 5)) -f "$work/insert.sql" "$DB" \
     >"$work/pgbench-$label.log" 2>&1 &
   producers=$!
   sleep 5
@@ -76,7 +76,7 @@ SQL
   kill -INT $relay; wait $relay || true
   awk -v l="$label" -v h="$KIND $HOLD s" -v la="$lag_a" -v lb="$lag_b" \
       -v ca=$((c1 - c0)) -v na="$n_a" -v cb=$((c3 - c2)) -v nb="$n_b" -v d="$dead" 'BEGIN {
-    a = ca * 1000 / na; b = cb * 1000 / nb
-    printf "| %s | %s | %s | %.1f | %s | %.1f | %.2f | %s |\n", l, h, la, a, lb, b, b / a, d }'
-  psql "$DB" -qc "DROP SCHEMA $schema CASCADE" >/dev/null
+    a = ca * 1000 / (na > 0 ? na : 1); b = cb * 1000 / (nb > 0 ? nb : 1)
+    printf "| %s | %s | %s | %.1f | %s | %.1f | %.2f | %s |\n", l, h, la, a, lb, b, (a > 0 ? b / a : 0), d }'
+  psql "$DB" -qc "DROP SCHEMA $schema CASCADE" >/dev/null 2>&1
 done

@@ -146,7 +146,7 @@ async fn inbox_worker_runs_the_effect_once_per_event() {
     .unwrap();
     assert!(queue.remove(&event_id).await.unwrap());
     sqlx::query(&format!(
-        "UPDATE {}.outbox SET sent_at = NULL WHERE id = $1",
+        "UPDATE {}.outbox SET sent_at = NULL, xid = pg_current_xact_id() WHERE id = $1",
         ctx.schema
     ))
     .bind(id)

@@ -451,7 +451,7 @@ async fn duplicate_job_id_exists_once() {
     // A relay that crashed after publishing but before marking the row sent:
     // the row is published again on restart.
     sqlx::query(&format!(
-        "UPDATE {}.outbox SET sent_at = NULL WHERE event_id = $1",
+        "UPDATE {}.outbox SET sent_at = NULL, xid = pg_current_xact_id() WHERE event_id = $1",
         ctx.schema
     ))
     .bind(event_id)

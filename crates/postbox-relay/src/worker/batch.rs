@@ -33,7 +33,7 @@ impl Worker {
     /// broker did not take every event, roll back and write each outcome.
     pub(super) async fn pass(&mut self, conn: &mut PgConnection) -> Result<Pass, sqlx::Error> {
         let started = Instant::now();
-        self.cursor.owned(&self.owned);
+        self.cursor.owned(&self.owned, &self.crew.handover);
         if self.cursor.needs_held(Instant::now()) {
             self.read_held(conn).await?;
         }

@@ -48,6 +48,9 @@ pub(crate) struct Crew {
     /// Sessions of the `active` workers: without all of them, the others
     /// keep their shares rather than leave partitions to nobody.
     active_online: AtomicUsize,
+    /// Read positions of partitions given back, for the worker that takes
+    /// them next (consolidating and spreading move them often).
+    pub(crate) handover: super::cursor::Handover,
 }
 
 impl Crew {
@@ -70,6 +73,7 @@ impl Crew {
             busy_passes: AtomicUsize::new(0),
             consolidated: AtomicBool::new(false),
             active_online: AtomicUsize::new(0),
+            handover: Default::default(),
         };
         crew.report(workers);
         crew

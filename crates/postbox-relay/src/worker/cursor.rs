@@ -17,11 +17,13 @@
 //!   waiting rows (`outbox_held_list.sql`) and moves the position back to one
 //!   once it may go again or stops waiting.
 //!
-//! Nothing here is a record of what is unsent: the outbox is. A position lost
-//! (a partition that moves to another worker or relay, a restart) only means
-//! the next claim of that partition reads it from its head once.
+//! Nothing here is a record of what is unsent: the outbox is. A partition that
+//! moves between the workers of one relay (rebalancing, a crew consolidating
+//! or spreading) takes its position with it ([`Handover`]); one that comes
+//! from another relay or a restart is read from its head once.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// A place in a partition, in claim order: `(xid, id)`. Claims take rows
@@ -89,6 +91,22 @@ pub(crate) struct Taken {
     pub pos: Pos,
 }
 
+/// Positions of partitions a worker gave back, for the worker of the same
+/// relay that takes them next. One per crew.
+///
+/// Safe however stale: only the partition's owner sends its rows, and what
+/// another owner did meanwhile leaves nothing claimable below the position
+/// but rows of the holes handed with it (looked up again) and rows made to
+/// wait (read again when the partition is taken).
+#[derive(Debug, Default)]
+pub(crate) struct Handover(Mutex<HashMap<i16, Handed>>);
+
+#[derive(Debug)]
+struct Handed {
+    after: Pos,
+    holes: Vec<i64>,
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct Cursor {
     /// Per owned partition; absent: from its head.
@@ -106,15 +124,44 @@ pub(crate) struct Cursor {
 }
 
 impl Cursor {
-    /// The worker now owns `owned`: positions of partitions it gave back are
-    /// dropped; new ones start at their head.
-    pub(crate) fn owned(&mut self, owned: &[i16]) {
-        self.after.retain(|p, _| owned.contains(p));
-        self.held.retain(|h| owned.contains(&h.partition));
-        if owned.iter().any(|p| !self.after.contains_key(p)) {
-            for p in owned {
-                self.after.entry(*p).or_insert(HEAD);
+    /// The worker now owns `owned`: positions of partitions it gave back go
+    /// to `handover` with its holes; new ones come from it, or start at
+    /// their head.
+    pub(crate) fn owned(&mut self, owned: &[i16], handover: &Handover) {
+        let gone: Vec<i16> = self
+            .after
+            .keys()
+            .filter(|p| !owned.contains(p))
+            .copied()
+            .collect();
+        let new: Vec<i16> = owned
+            .iter()
+            .filter(|p| !self.after.contains_key(p))
+            .copied()
+            .collect();
+        if gone.is_empty() && new.is_empty() {
+            return;
+        }
+        let mut handed = handover.0.lock().unwrap_or_else(|e| e.into_inner());
+        for p in gone {
+            if let Some(after) = self.after.remove(&p) {
+                let holes = self.holes.iter().copied().collect();
+                handed.insert(p, Handed { after, holes });
             }
+        }
+        for p in &new {
+            let after = match handed.remove(p) {
+                Some(h) => {
+                    self.holes.extend(h.holes);
+                    h.after
+                }
+                None => HEAD,
+            };
+            self.after.insert(*p, after);
+        }
+        drop(handed);
+        self.held.retain(|h| owned.contains(&h.partition));
+        if !new.is_empty() {
             self.held_stale = true;
         }
         if owned.is_empty() {
@@ -253,21 +300,22 @@ mod tests {
     #[test]
     fn new_partitions_start_at_their_head_and_ask_for_waiting_rows() {
         let mut c = Cursor::default();
-        c.owned(&[1, 2]);
+        c.owned(&[1, 2], &Handover::default());
         assert_eq!(c.after(1), HEAD);
         assert!(c.needs_held(Instant::now()));
         c.held(Vec::new(), Instant::now(), Duration::from_secs(1));
         assert!(!c.needs_held(Instant::now()));
-        c.owned(&[2]);
+        let handover = Handover::default();
+        c.owned(&[2], &handover);
         assert!(!c.needs_held(Instant::now()), "nothing new");
-        c.owned(&[2, 3]);
+        c.owned(&[2, 3], &handover);
         assert!(c.needs_held(Instant::now()));
     }
 
     #[test]
     fn a_batch_that_is_not_full_moves_every_partition_to_the_snapshots_end() {
         let mut c = Cursor::default();
-        c.owned(&[1, 2]);
+        c.owned(&[1, 2], &Handover::default());
         c.claimed(&[1, 2], &[taken(1, 50, 7)], &snap("48:60:48,55"), false);
         let end = Pos {
             xid: 59,
@@ -283,7 +331,7 @@ mod tests {
     #[test]
     fn a_full_batch_moves_each_partition_to_its_last_row() {
         let mut c = Cursor::default();
-        c.owned(&[1, 2, 3]);
+        c.owned(&[1, 2, 3], &Handover::default());
         c.claimed(
             &[1, 2, 3],
             &[taken(1, 10, 1), taken(2, 10, 2), taken(1, 12, 3)],
@@ -314,7 +362,7 @@ mod tests {
     fn waiting_rows_move_the_position_back_when_they_may_go() {
         let now = Instant::now();
         let mut c = Cursor::default();
-        c.owned(&[1]);
+        c.owned(&[1], &Handover::default());
         let waiting = Held {
             partition: 1,
             xid: 30,
@@ -354,9 +402,46 @@ mod tests {
     #[test]
     fn a_worker_that_made_rows_wait_looks_before_its_next_claim() {
         let mut c = Cursor::default();
-        c.owned(&[1]);
+        c.owned(&[1], &Handover::default());
         c.held(Vec::new(), Instant::now(), Duration::from_secs(1));
         c.rows_held();
         assert!(c.needs_held(Instant::now()));
+    }
+}
+
+#[cfg(test)]
+mod handover_tests {
+    use super::*;
+
+    #[test]
+    fn a_partition_moving_between_workers_keeps_its_position_and_holes() {
+        let handover = Handover::default();
+        let (mut a, mut b) = (Cursor::default(), Cursor::default());
+        a.owned(&[1, 2], &handover);
+        a.claimed(
+            &[1, 2],
+            &[Taken {
+                partition: 1,
+                pos: Pos { xid: 50, id: 7 },
+            }],
+            &Snapshot::parse("48:60:48").unwrap(),
+            false,
+        );
+        a.owned(&[2], &handover);
+        b.owned(&[1], &handover);
+        assert_eq!(
+            b.after(1),
+            Pos {
+                xid: 59,
+                id: i64::MAX
+            }
+        );
+        assert_eq!(b.holes().collect::<Vec<_>>(), vec![48]);
+        assert!(b.needs_held(Instant::now()), "waiting rows read again");
+        // Taken once: another worker taking it later starts at its head.
+        let mut c = Cursor::default();
+        c.owned(&[1, 3], &handover);
+        assert_eq!(c.after(1), HEAD);
+        assert_eq!(a.after(2).xid, 59, "kept what it still owns");
     }
 }

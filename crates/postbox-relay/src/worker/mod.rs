@@ -255,7 +255,7 @@ impl Worker {
                     }
                     self.stats.owned.fetch_sub(self.owned.len() as i64, Relaxed);
                     self.owned.clear();
-                    self.cursor.owned(&[]);
+                    self.cursor.owned(&[], &self.crew.handover);
                     let _ = conn.close().await;
                 }
                 Err(e) => {
@@ -266,7 +266,7 @@ impl Worker {
                     tracing::warn!(schema = %self.schema, error = %e, "relay worker lost its database session; partitions released, reconnecting");
                     self.stats.owned.fetch_sub(self.owned.len() as i64, Relaxed);
                     self.owned.clear();
-                    self.cursor.owned(&[]);
+                    self.cursor.owned(&[], &self.crew.handover);
                     self.pause(transient.delay(0)).await;
                 }
             }

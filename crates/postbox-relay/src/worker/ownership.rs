@@ -57,7 +57,7 @@ impl Worker {
                 .fetch_sub((self.owned.len() - target) as i64, Relaxed);
             let extra = self.owned.split_off(target);
             // Another relay may send these before they come back here.
-            self.cursor.owned(&self.owned);
+            self.cursor.owned(&self.owned, &self.crew.handover);
             // Armed partitions given back would make their new owner's
             // producers NOTIFY until this session ends.
             self.disarm(conn, Some(&extra)).await?;
@@ -96,7 +96,7 @@ impl Worker {
     pub(super) async fn leave(&mut self, conn: &mut PgConnection) -> Result<(), sqlx::Error> {
         self.stats.owned.fetch_sub(self.owned.len() as i64, Relaxed);
         self.owned.clear();
-        self.cursor.owned(&[]);
+        self.cursor.owned(&[], &self.crew.handover);
         sqlx::query(&self.q.relay_member_leave)
             .execute(&mut *conn)
             .await?;

@@ -27,9 +27,15 @@ ALTER TABLE {schema}.outbox ALTER COLUMN xid SET DEFAULT pg_catalog.pg_current_x
 -- insert adds no index entry it did not add before; the entry is 8 bytes
 -- wider. `id + 0`, not `id`, as in 0007: with a plain `id` column here, the
 -- planner found rows by id (the claim's take, marks, retries) through this
--- index, reading it whole, rather than through the primary key.
+-- index, reading it whole, rather than through the primary key. And
+-- `partition_id IS NOT NULL` in the predicate (always true: every row has a
+-- partition), which only the statements that mean to read this index say:
+-- a statement that finds unsent rows another way (the claim's take by id,
+-- its look for a key's waiting rows) cannot use it. The planner counts only
+-- live entries, so on a table whose statistics are young it took this index
+-- for those too, and read it whole, dead entries included.
 -- Building it scans the table once and holds off inserts meanwhile.
 CREATE INDEX outbox_unsent_by_position ON {schema}.outbox (partition_id, xid, (id + 0))
-    WHERE sent_at IS NULL;
+    WHERE sent_at IS NULL AND partition_id IS NOT NULL;
 
 DROP INDEX {schema}.outbox_unsent_by_partition;

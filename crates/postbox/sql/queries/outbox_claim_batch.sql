@@ -26,6 +26,9 @@
 -- claims, and the advisory lock on each partition already keeps other relays
 -- away. Rows waiting out a retry backoff hold back later rows of their key.
 --
+-- The rows are taken by id through the primary key (see migration 0010 for
+-- why outbox_unsent_by_position cannot serve that).
+--
 -- The statement's snapshot comes back with every row: it tells the worker
 -- which transactions may still commit rows below the new positions (the
 -- same snapshot the claim read with: one statement). RETURNING gives no

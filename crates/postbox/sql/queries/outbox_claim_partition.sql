@@ -10,13 +10,16 @@
 --     only live rows in the index, preferred walking the whole partition
 --     with the array as a filter.
 -- `id + 0` is the order of outbox_unsent_by_position, which only that index
--- provides (migration 0010).
+-- provides (migration 0010), and `partition_id IS NOT NULL` its predicate
+-- (always true). The NOT EXISTS looks for the key's waiting rows in
+-- outbox_waiting, by key.
 -- For the claim of a worker that keeps up (Queries::outbox_claim_sorted),
 -- {partition} is `ANY($2::smallint[])` and {after} the lowest position of
 -- them: one index scan of all, and a sort.
 (SELECT a.xid, a.id + 0 AS id
    FROM {schema}.outbox a
   WHERE a.sent_at IS NULL
+    AND a.partition_id IS NOT NULL
     AND a.partition_id = {partition}
     AND (a.xid, a.id + 0) > {after}
     AND (a.next_attempt_at IS NULL OR a.next_attempt_at <= now())
@@ -36,6 +39,7 @@ UNION ALL
          SELECT a.xid, a.id
            FROM {schema}.outbox a
           WHERE a.sent_at IS NULL
+            AND a.partition_id IS NOT NULL
             AND a.partition_id = {partition}
             AND a.xid = h.xid
             AND ((a.xid, a.id) <= {after}) IS TRUE

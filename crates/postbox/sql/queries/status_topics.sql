@@ -7,7 +7,7 @@ WITH pending AS (
            min(created_at) AS oldest,
            count(*) FILTER (WHERE next_attempt_at > now()) AS retrying
       FROM {schema}.outbox
-     WHERE sent_at IS NULL
+     WHERE sent_at IS NULL AND partition_id IS NOT NULL
      GROUP BY topic
 ), dead AS (
     SELECT topic, count(*) AS dead_letters
