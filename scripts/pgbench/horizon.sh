@@ -13,7 +13,8 @@
 #
 #   KIND=snapshot HOLD=600 scripts/pgbench/horizon.sh before=/tmp/postbox-old after=target/release/postbox
 #
-# Uses DATABASE_URL and REDIS_URL (defaults: the test machine's services).
+# Uses DATABASE_URL and REDIS_URL (defaults: the test machine's services); KEEP=1 keeps
+# the relays' and pgbench's logs (a mktemp directory) instead of removing them.
 set -euo pipefail
 RATE="${RATE:-1000}" WARM="${WARM:-60}" HOLD="${HOLD:-240}" KIND="${KIND:-snapshot}"
 DB="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test}"
