@@ -67,6 +67,19 @@ async fn lag(w: &World, from: f64, to: f64) -> Result<(f64, i64), sqlx::Error> {
     .await
 }
 
+/// Filler rows written before `to` (server time) and not sent yet.
+async fn unsent_before(w: &World, to: f64) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar(&format!(
+        "SELECT count(*) FROM {}.outbox
+          WHERE topic = $1 AND sent_at IS NULL AND created_at < to_timestamp($2)",
+        w.consumers.schema
+    ))
+    .bind(FILLER_TOPIC)
+    .bind(to)
+    .fetch_one(&w.admin)
+    .await
+}
+
 /// The server's clock, in seconds since the epoch.
 async fn server_now(w: &World) -> Result<f64, sqlx::Error> {
     sqlx::query_scalar("SELECT extract(epoch FROM clock_timestamp())::float8")
@@ -100,8 +113,12 @@ async fn window(w: &World, pid: u32, length: Duration) -> Result<Window, sqlx::E
     let (from, cpu0) = (server_now(w).await?, cpu(pid));
     tokio::time::sleep(length).await;
     let (to, cpu1) = (server_now(w).await?, cpu(pid));
-    // Let the window's last rows be claimed before reading their lag.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The window's last rows claimed (at most 1.5 s: a row still unsent then
+    // counts with its age so far).
+    let deadline = Instant::now() + Duration::from_millis(1500);
+    while unsent_before(w, to).await? > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let (lag_p99_ms, sent) = lag(w, from, to).await?;
     let used = (cpu1 - cpu0).as_secs_f64() * 1000.0;
     Ok(Window {
