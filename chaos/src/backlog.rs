@@ -91,7 +91,7 @@ pub async fn watch_drain(w: &World, port: u16, timeout: Duration) -> Result<bool
     let gauge_peak = samples.iter().filter_map(|s| s.3).fold(0.0, f64::max);
     let gauge_seen = samples.iter().filter(|s| s.3.is_some()).count();
     println!(
-        "backlog: {EVENTS} events drained in {drained:.1} s ({:.0}/s); relay RSS {tenth:.1} MB at 10% drained, {half:.1} MB at 50%, peak {peak:.1} MB (allowed: +{FLAT_MB} MB over the 10% figure); postbox_pending_events_total peaked at {gauge_peak:.0} ({gauge_seen} of {} samples had it)",
+        "backlog: {EVENTS} events drained in {drained:.1} s ({:.0}/s); relay RSS {tenth:.1} MB at 10% drained, {half:.1} MB at 50%, peak {peak:.1} MB (allowed: +{FLAT_MB} MB over the 10% figure); postbox_schema_pending_events peaked at {gauge_peak:.0} ({gauge_seen} of {} samples had it)",
         EVENTS as f64 / drained,
         samples.len()
     );
@@ -114,7 +114,7 @@ fn rss_mb(pid: u32) -> Option<f64> {
     Some(kb / 1024.0)
 }
 
-/// `postbox_pending_events_total` from the relay's `/metrics` (summed over schemas).
+/// `postbox_schema_pending_events` from the relay's `/metrics` (summed over schemas).
 async fn pending_gauge(port: u16) -> Option<f64> {
     let get = async {
         let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
@@ -127,7 +127,7 @@ async fn pending_gauge(port: u16) -> Option<f64> {
         s.read_to_string(&mut body).await.ok()?;
         let values: Vec<f64> = body
             .lines()
-            .filter(|l| l.starts_with("postbox_pending_events_total"))
+            .filter(|l| l.starts_with("postbox_schema_pending_events"))
             .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
             .collect();
         (!values.is_empty()).then(|| values.iter().sum())

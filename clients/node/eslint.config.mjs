@@ -3,7 +3,7 @@ import tseslint from "typescript-eslint";
 import globals from "globals";
 
 export default tseslint.config(
-  { ignores: ["dist/", "node_modules/", "src/sql.ts"] },
+  { ignores: ["dist/", "node_modules/", "src/sql.ts", ".tutorial-*/"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -6,7 +6,7 @@
 import { DelayedError, Worker, type Job, type WorkerOptions } from "bullmq";
 import { ConsumeError } from "./errors.js";
 import { InboxConsumer, type Handler, type InboxOptions } from "./inbox.js";
-import { chain } from "./retry.js";
+import { RepeatedErrors, chain, defaultLogger, sleep } from "./retry.js";
 import { Message } from "./message.js";
 import { TRACEPARENT, TRACESTATE, traceparentProblem } from "./trace.js";
 
@@ -52,6 +52,9 @@ export interface InboxWorkerOptions extends InboxOptions {
   worker: WorkerOptions;
 }
 
+/** How long `close()` waits for BullMQ's own clean close. */
+const CLOSE_WAIT_MS = 5_000;
+
 /** What a completed job returns. */
 export interface InboxJobResult {
   inbox: "processed" | "duplicate" | "dead-lettered";
@@ -86,9 +89,22 @@ export class InboxWorker {
       },
       options.worker,
     );
-    // Without a listener an 'error' event would throw: BullMQ reconnects by itself.
+    // Without a listener an 'error' event would throw: BullMQ reconnects by
+    // itself, and says so on every attempt; the same error is logged once
+    // per 30 s. Without ioredis (an optional peer of bullmq 6) it can never
+    // connect: say what to install and stop.
+    const repeated = new RepeatedErrors();
     this.worker.on("error", (err) => {
-      (log ?? console).warn(`postbox: bullmq worker on queue ${queue}: ${chain(err)}`);
+      const text = chain(err);
+      if (/Cannot find (module|package) ['"]ioredis['"]/.test(text)) {
+        if (repeated.line("ioredis") !== null) {
+          (log ?? defaultLogger).error(`bullmq worker on queue ${queue} cannot run without ioredis: npm i bullmq ioredis (${text})`);
+          void this.close();
+        }
+        return;
+      }
+      const line = repeated.line(text);
+      if (line !== null) (log ?? defaultLogger).warn(`bullmq worker on queue ${queue}: ${line}`);
     });
     this.#replays = this.consumer.serveReplays(handler, signal);
   }
@@ -99,7 +115,17 @@ export class InboxWorker {
    */
   async close(): Promise<void> {
     this.#shutdown.abort();
-    await Promise.all([this.worker.close(), this.#replays]);
+    // A worker whose connection never came up can wait for it forever: give
+    // the clean close a few seconds, then force it and drop the connection.
+    const closed = this.worker.close().then(
+      () => true,
+      () => true,
+    );
+    if (!(await Promise.race([closed, sleep(CLOSE_WAIT_MS).then(() => false)]))) {
+      await Promise.race([this.worker.close(true).catch(() => {}), sleep(1000)]);
+      await Promise.race([this.worker.disconnect().catch(() => {}), sleep(1000)]);
+    }
+    await this.#replays;
   }
 }
 

@@ -1,9 +1,26 @@
 // Errors of the package: each says what was refused and what to do, and
 // whether running the same transaction again may succeed (`isTransient`).
 
+// An application can load both the ESM and the CommonJS copy of the package
+// (one dependency imports it, another requires it): `instanceof` then checks
+// a brand registered under a global symbol, shared by both copies, instead of
+// the class object.
+const BRAND = Symbol.for("@postbox-rs/postbox.error");
+
+function brand(err: Error, name: string): void {
+  Object.defineProperty(err, BRAND, { value: name, enumerable: false });
+}
+
+function branded(v: unknown, name: string): boolean {
+  return typeof v === "object" && v !== null && (v as Record<symbol, unknown>)[BRAND] === name;
+}
+
 /** A schema name failed validation; no SQL was run. */
 export class InvalidIdentifierError extends Error {
   override readonly name = "InvalidIdentifierError";
+  static override [Symbol.hasInstance](v: unknown): boolean {
+    return branded(v, "InvalidIdentifierError");
+  }
   constructor(
     /** Which identifier ("schema name"). */
     readonly what: string,
@@ -15,20 +32,28 @@ export class InvalidIdentifierError extends Error {
     super(
       `invalid ${what} ${JSON.stringify(value)}: ${reason}; use 1-63 characters of a-z, 0-9 and _, not starting with a digit`,
     );
+    brand(this, "InvalidIdentifierError");
   }
 }
 
 /** An event was refused before it reached the database. Never transient. */
 export class InvalidEventError extends Error {
   override readonly name = "InvalidEventError";
+  static override [Symbol.hasInstance](v: unknown): boolean {
+    return branded(v, "InvalidEventError");
+  }
   constructor(readonly reason: string) {
     super(`invalid event: ${reason}`);
+    brand(this, "InvalidEventError");
   }
 }
 
 /** The schema has no postbox tables. */
 export class SchemaNotMigratedError extends Error {
   override readonly name = "SchemaNotMigratedError";
+  static override [Symbol.hasInstance](v: unknown): boolean {
+    return branded(v, "SchemaNotMigratedError");
+  }
   constructor(
     readonly schema: string,
     options?: ErrorOptions,
@@ -37,12 +62,16 @@ export class SchemaNotMigratedError extends Error {
       `schema ${JSON.stringify(schema)} has no postbox tables; run \`postbox migrate --schema ${schema}\` first`,
       options,
     );
+    brand(this, "SchemaNotMigratedError");
   }
 }
 
 /** Why a message is neither committed nor kept as a dead letter: do not acknowledge it. */
 export class ConsumeError extends Error {
   override readonly name = "ConsumeError";
+  static override [Symbol.hasInstance](v: unknown): boolean {
+    return branded(v, "ConsumeError");
+  }
   constructor(
     /**
      * `database`: unreachable for longer than the consumer's patience;
@@ -54,6 +83,7 @@ export class ConsumeError extends Error {
     options?: ErrorOptions,
   ) {
     super(message, options);
+    brand(this, "ConsumeError");
   }
 }
 

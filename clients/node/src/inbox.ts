@@ -94,13 +94,15 @@ export class InboxConsumer {
   async process(message: Message, handler: Handler, signal?: AbortSignal): Promise<Processed> {
     const h = asObject(handler);
     let failures = 0;
+    let firstFailure: number | undefined;
     for (;;) {
       const outcome = await this.#transaction(message, h, signal);
       if ("ok" in outcome) return outcome.ok;
       const error = chain(outcome.handler);
       failures += 1;
+      firstFailure ??= performance.now();
       if (failures >= this.retry.attempts) {
-        await this.#keepDeadLetter(message, failures, error, signal);
+        await this.#keepDeadLetter(message, failures, error, (performance.now() - firstFailure) / 1000, signal);
         this.#log.error("message kept as a dead letter after its handler failed", {
           consumer: this.consumer,
           messageId: message.id,
@@ -251,7 +253,7 @@ export class InboxConsumer {
     }
   }
 
-  async #keepDeadLetter(message: Message, attempts: number, error: string, signal?: AbortSignal): Promise<void> {
+  async #keepDeadLetter(message: Message, attempts: number, error: string, failingForSeconds: number, signal?: AbortSignal): Promise<void> {
     let wait = 100;
     let outageStart: number | undefined;
     for (;;) {
@@ -267,6 +269,7 @@ export class InboxConsumer {
           message.source,
           attempts,
           error,
+          failingForSeconds,
         ]);
         return;
       } catch (err) {

@@ -1,6 +1,7 @@
 // postbox for Node.js: the producer (`enqueue` in your transaction) and the
-// consumer's inbox loop. Broker wrappers: `@postbox-rs/postbox/bullmq`,
-// `@postbox-rs/postbox/kafkajs`.
+// consumer's inbox loop. Broker wrappers, one entry point each:
+// `@postbox-rs/postbox/bullmq`, `/kafkajs`, `/amqplib`, `/nats`,
+// `/redis-streams`, `/sqs`, `/webhooks`.
 export {
   ConsumeError,
   InvalidEventError,

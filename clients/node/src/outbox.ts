@@ -60,9 +60,21 @@ export function validateEvent(e: Event): void {
     refuse(`key must be a string, got ${kind(e.key)}`);
   }
   if (e.payload === undefined) refuse("payload is missing (use null for none)");
+  // JSON.stringify gives undefined for a function or a symbol, which would
+  // reach PostgreSQL as a NULL payload and abort the caller's transaction.
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(e.payload);
+  } catch (err) {
+    refuse(`payload is not JSON: ${(err as Error).message}`);
+  }
+  if (text === undefined) refuse(`payload is not JSON: got ${kind(e.payload)}`);
   if (e.headers !== undefined) {
     if (typeof e.headers !== "object" || e.headers === null || Array.isArray(e.headers)) {
       refuse(`headers must be a JSON object, got ${kind(e.headers)}`);
+    }
+    for (const [name, value] of Object.entries(e.headers)) {
+      if (typeof value !== "string") refuse(`header ${name} must be a string, got ${kind(value)}`);
     }
     const tp = e.headers[TRACEPARENT];
     if (tp !== undefined) {
@@ -91,6 +103,12 @@ function kind(v: unknown): string {
       return "a number";
     case "string":
       return "a string";
+    case "function":
+      return "a function";
+    case "symbol":
+      return "a symbol";
+    case "undefined":
+      return "undefined";
     default:
       return "an object";
   }
@@ -112,6 +130,7 @@ export class Outbox {
    * event commits, or rolls back, with your business rows.
    */
   async enqueue(client: Queryable, event: Event): Promise<Enqueued> {
+    refusePool(client);
     validateEvent(event);
     const res = await this.#run(client, this.#sql.outboxInsert, [
       event.eventId ?? uuidv7(),
@@ -126,8 +145,16 @@ export class Outbox {
 
   /** Insert several events in one statement, in the given order. */
   async enqueueMany(client: Queryable, events: readonly Event[]): Promise<Enqueued[]> {
+    refusePool(client);
     if (events.length === 0) return [];
-    events.forEach(validateEvent);
+    events.forEach((e, i) => {
+      try {
+        validateEvent(e);
+      } catch (err) {
+        if (!(err instanceof InvalidEventError)) throw err;
+        throw new InvalidEventError(`event ${i} of ${events.length}: ${err.reason}`);
+      }
+    });
     const res = await this.#run(client, this.#sql.outboxInsertMany, [
       events.map((e) => e.eventId ?? uuidv7()),
       events.map((e) => e.topic),
@@ -146,6 +173,19 @@ export class Outbox {
       if (isUndefinedTable(err)) throw new SchemaNotMigratedError(this.schema, { cause: err });
       throw err;
     }
+  }
+}
+
+/**
+ * A `pg.Pool` runs each query on whichever connection is free, outside the
+ * caller's transaction: the event would commit on its own. Refuse it.
+ */
+function refusePool(client: Queryable): void {
+  const c = client as unknown as Record<string, unknown>;
+  if (typeof c.connect === "function" && "totalCount" in c && "idleCount" in c) {
+    throw new TypeError(
+      "enqueue needs the client of your transaction (const client = await pool.connect(); BEGIN), not the pool: the pool would run the insert outside your transaction",
+    );
   }
 }
 

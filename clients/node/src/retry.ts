@@ -31,7 +31,8 @@ export const defaultLogger: Logger = {
 /** The wait after the `failures`-th failed run: doubling, capped, from its upper half (jitter). */
 export function delay(policy: RetryPolicy, failures: number): number {
   const full = Math.min(policy.backoffMs * 2 ** Math.min(failures - 1, 20), policy.backoffMaxMs);
-  return full / 2 + (full / 2) * Math.random();
+  // Whole milliseconds: timers take no finer, and logs show `520`, not `519.7697988514768`.
+  return Math.round(full / 2 + (full / 2) * Math.random());
 }
 
 /** An error's message and its causes, joined by ": ". */
@@ -59,3 +60,27 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<boolean> {
     signal?.addEventListener("abort", onAbort, { once: true });
   });
 }
+
+/**
+ * The same error again and again (a client reconnecting in a loop) is logged
+ * once, then at most once per `everyMs` with how many were left out, so a
+ * failing connection cannot fill a disk with one line.
+ */
+export class RepeatedErrors {
+  readonly #seen = new Map<string, { at: number; left: number }>();
+  constructor(readonly everyMs = 30_000) {}
+
+  /** What to log for `text` now, or `null` to leave it out. */
+  line(text: string, now: number = Date.now()): string | null {
+    const seen = this.#seen.get(text);
+    if (seen && now - seen.at < this.everyMs) {
+      seen.left += 1;
+      return null;
+    }
+    const left = seen?.left ?? 0;
+    if (this.#seen.size > 100) this.#seen.clear();
+    this.#seen.set(text, { at: now, left: 0 });
+    return left > 0 ? `${text} (and ${left} times more in ${Math.round(this.everyMs / 1000)} s)` : text;
+  }
+}
+

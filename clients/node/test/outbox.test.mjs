@@ -118,8 +118,18 @@ test("the default schema and a never-migrated one: advice, not the server's bare
 test("an invalid event is refused before any SQL: the transaction stays usable", async () => {
   await inTransaction(async (tx) => {
     await assert.rejects(outbox.enqueue(tx, { topic: "t", event: "e", payload: {}, headers: { traceparent: "x" } }), /not a W3C trace context/);
-    await assert.rejects(outbox.enqueue(tx, { topic: "t", event: "e", payload: { big: 1n } }), /payload or headers are not JSON/);
+    await assert.rejects(outbox.enqueue(tx, { topic: "t", event: "e", payload: { big: 1n } }), /payload is not JSON/);
     const ok = await outbox.enqueue(tx, { topic: "t", event: "e", payload: null });
     assert.ok(ok.id);
   });
 });
+
+test("enqueueMany names the bad event; enqueue refuses the pool, which is outside any transaction", async () => {
+  const good = { topic: "t", event: "e", payload: {} };
+  await assert.rejects(
+    inTransaction((tx) => outbox.enqueueMany(tx, [good, good, { ...good, payload: () => 1 }])),
+    /invalid event: event 2 of 3: payload is not JSON/,
+  );
+  await assert.rejects(outbox.enqueue(pool, good), (err) => err instanceof TypeError && /not the pool/.test(err.message));
+});
+

@@ -34,4 +34,8 @@ test("what only the Node API can be given is refused too", () => {
   assert.throws(() => validateEvent({ ...base, payload: undefined }), /payload is missing/);
   assert.throws(() => validateEvent({ ...base, eventId: "nope" }), /eventId must be a UUID/);
   assert.doesNotThrow(() => validateEvent({ ...base, eventId: "0190d6a4-7a5e-7c1e-9d1e-1a2b3c4d5e6f" }));
+  // Before any SQL: a payload JSON cannot hold, a header that is not a string.
+  assert.throws(() => validateEvent({ ...base, payload: () => 1 }), (err) => err instanceof InvalidEventError && /payload is not JSON: got a function/.test(err.message));
+  assert.throws(() => validateEvent({ ...base, payload: 1n }), /payload is not JSON/);
+  assert.throws(() => validateEvent({ ...base, headers: { n: 1 } }), /header n must be a string, got a number/);
 });

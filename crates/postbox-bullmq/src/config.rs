@@ -59,6 +59,15 @@ pub struct BullmqConfig {
     /// How a batch with a deep key is sent: `transaction` (one `MULTI`/`EXEC`)
     /// or `waves` (one round trip per event of the deepest key).
     pub publish: PublishMode,
+    /// How long a completed job stays in Redis: each job is added with
+    /// `removeOnComplete: { age }`, which Node and Rust workers honour when
+    /// they complete a job. A re-send of an event (a relay killed between
+    /// publishing and committing, and another taking over) is dropped by its
+    /// jobId only while the job is kept; later the consumer's inbox skips it.
+    /// Whole seconds; `0s` removes a job as soon as it completes.
+    #[serde(with = "humantime_serde")]
+    #[schemars(with = "postbox_relay::HumanDuration")]
+    pub keep_completed: std::time::Duration,
 }
 
 impl Default for BullmqConfig {
@@ -70,6 +79,7 @@ impl Default for BullmqConfig {
             max_job_bytes: 1 << 20,
             trace_field: crate::TRACE_FIELD.into(),
             publish: PublishMode::Transaction,
+            keep_completed: std::time::Duration::from_secs(3600),
         }
     }
 }

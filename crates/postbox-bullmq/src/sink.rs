@@ -55,6 +55,16 @@ pub struct BullmqSink {
 }
 
 impl BullmqSink {
+    /// `removeOnComplete` of every job: kept `keep_completed`, in whole
+    /// seconds (BullMQ's `age` unit).
+    fn keep_completed(&self) -> bullmq::types::RemoveOnFinish {
+        bullmq::types::RemoveOnFinish::Options(bullmq::types::KeepJobs {
+            age: Some(self.config.keep_completed.as_secs()),
+            count: None,
+            limit: None,
+        })
+    }
+
     /// A sink with `config` (validated here). Does not connect yet.
     pub fn new(config: BullmqConfig) -> Result<Self, postbox_relay::ConfigError> {
         config.validate()?;
@@ -244,6 +254,7 @@ impl Sink for BullmqSink {
             let q = self.queue(&e.topic).await?;
             q.add(&e.event, m.message.of(e))
                 .job_id(e.event_id.to_string())
+                .remove_on_complete(self.keep_completed())
                 .await
                 .map(drop)
                 .map_err(|err| {
@@ -281,6 +292,7 @@ impl Sink for BullmqSink {
                 },
                 opts: Some(JobOptions {
                     job_id: Some(m.event.event_id.to_string()),
+                    remove_on_complete: Some(self.keep_completed()),
                     ..Default::default()
                 }),
                 prefix: None,
@@ -309,7 +321,22 @@ impl Sink for BullmqSink {
         *self.flow.lock().await = None;
     }
 
+    /// A plain connection to the URL first: BullMQ's managed connection
+    /// retries a refused or failing connection by itself and never says why,
+    /// where this one fails with the cause (refused, DNS, TLS, auth).
     async fn check(&self) -> Result<(), SinkError> {
+        let url = &self.config.redis_url;
+        let unreachable =
+            |e: redis::RedisError| SinkError::transient(format!("connecting to {url}: {e}"));
+        let mut plain = redis::Client::open(url.expose())
+            .map_err(unreachable)?
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(unreachable)?;
+        redis::cmd("PING")
+            .query_async::<String>(&mut plain)
+            .await
+            .map_err(unreachable)?;
         let conn = self.connection().await?;
         conn.ping().await.map_err(|e| classify(e, "Redis PING"))
     }

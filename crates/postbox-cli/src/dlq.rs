@@ -41,7 +41,15 @@ enum Command {
         #[command(flatten)]
         target: SchemaArgs,
         /// The dead letter's id (its id in the outbox, as `list` shows it).
-        id: i64,
+        #[arg(
+            long = "id",
+            value_name = "ID",
+            required_unless_present = "id_given_alone"
+        )]
+        id: Option<i64>,
+        /// The same id without `--id` (as earlier releases took it).
+        #[arg(value_name = "ID", hide = true, conflicts_with = "id")]
+        id_given_alone: Option<i64>,
     },
     /// Move dead letters back into the outbox, to be relayed again.
     ///
@@ -75,7 +83,7 @@ pub(crate) struct SchemaArgs {
     /// PostgreSQL URL.
     #[arg(long, env = "POSTBOX_DATABASE_URL", hide_env_values = true)]
     database_url: Option<String>,
-    /// Schema whose dead letters to work on.
+    /// Schema whose dead letters to work on (one: run the command once per schema).
     #[arg(long)]
     pub(crate) schema: String,
 }
@@ -235,7 +243,12 @@ pub async fn run(a: Args) -> Result<(), CliError> {
             }
             Ok(())
         }
-        Command::Show { target, id } => {
+        Command::Show {
+            target,
+            id,
+            id_given_alone,
+        } => {
+            let id = id.or(id_given_alone).expect("clap requires one");
             let (schema, mut conn) = target.open("postbox dlq").await?;
             let q = Queries::new(&schema);
             let filter = Filter {
@@ -267,6 +280,13 @@ pub async fn run(a: Args) -> Result<(), CliError> {
 impl SchemaArgs {
     /// Validate the schema, connect, and check the schema is migrated.
     pub(crate) async fn open(&self, app: &str) -> Result<(SchemaName, PgConnection), CliError> {
+        if self.schema.contains(',') {
+            return Err(format!(
+                "dead letters are handled one schema at a time, and --schema {:?} names several: run the command once per schema",
+                self.schema
+            )
+            .into());
+        }
         let schema = SchemaName::new(&self.schema)?;
         let mut conn = connect(self.database_url.as_deref(), app).await?;
         postbox::migrate::ensure_migrated(&mut conn, &schema).await?;

@@ -9,9 +9,14 @@ pub struct Args {
     /// PostgreSQL URL of a role allowed to grant (the schema's owner or a superuser).
     #[arg(long, env = "POSTBOX_DATABASE_URL", hide_env_values = true)]
     database_url: Option<String>,
-    /// The postbox schema.
-    #[arg(long)]
-    schema: String,
+    /// The postbox schema (repeat, or comma-separated, for several).
+    #[arg(
+        long = "schema",
+        visible_alias = "schemas",
+        required = true,
+        value_delimiter = ','
+    )]
+    schemas: Vec<String>,
     /// The role to grant to (must exist).
     #[arg(long)]
     role: String,
@@ -24,35 +29,54 @@ pub struct Args {
 }
 
 pub async fn run(a: Args) -> Result<(), CliError> {
-    let schema = SchemaName::new(&a.schema)?;
+    // Validate every name before any SQL is built or any connection opened.
+    let schemas = a
+        .schemas
+        .iter()
+        .map(|s| SchemaName::new(s))
+        .collect::<Result<Vec<_>, _>>()?;
     let role = RoleName::new(&a.role)?;
     if a.print {
-        print!("{}", roles::grants(a.kind, &schema, &role));
+        for schema in &schemas {
+            print!("{}", roles::grants(a.kind, schema, &role));
+        }
         return Ok(());
     }
     let url = a
         .database_url
         .ok_or("no database: pass --database-url or set POSTBOX_DATABASE_URL (or DATABASE_URL)")?;
     let mut conn = crate::dlq::connect(Some(&url), "postbox-grant").await?;
-    postbox::migrate::ensure_migrated(&mut conn, &schema).await?;
-    roles::grant(&mut conn, a.kind, &schema, &role).await?;
+    for schema in &schemas {
+        grant(&mut conn, a.kind, schema, &role).await?;
+    }
+    Ok(())
+}
+
+async fn grant(
+    conn: &mut sqlx::PgConnection,
+    kind: Kind,
+    schema: &SchemaName,
+    role: &RoleName,
+) -> Result<(), CliError> {
+    postbox::migrate::ensure_migrated(conn, schema).await?;
+    roles::grant(conn, kind, schema, role).await?;
     println!(
         "granted {:?} rights on schema {schema} to {}",
-        a.kind,
+        kind,
         role.as_str()
     );
-    if a.kind == Kind::Relay {
+    if kind == Kind::Relay {
         // `--notify logical` needs a role attribute only a superuser can give.
-        let q = postbox::sql::Queries::new(&schema);
+        let q = postbox::sql::Queries::new(schema);
         let logical: bool = sqlx::query_scalar(&q.publication_exists)
             .bind(schema.as_str())
-            .fetch_one(&mut conn)
+            .fetch_one(&mut *conn)
             .await?;
         let replication: bool = sqlx::query_scalar(
             "SELECT rolreplication OR rolsuper FROM pg_catalog.pg_roles WHERE rolname = $1",
         )
         .bind(role.as_str())
-        .fetch_optional(&mut conn)
+        .fetch_optional(&mut *conn)
         .await?
         .unwrap_or(false);
         if logical && !replication {

@@ -44,7 +44,15 @@ enum Command {
         #[command(flatten)]
         target: SchemaArgs,
         /// The dead letter's id, as `list` shows it.
-        id: i64,
+        #[arg(
+            long = "id",
+            value_name = "ID",
+            required_unless_present = "id_given_alone"
+        )]
+        id: Option<i64>,
+        /// The same id without `--id` (as earlier releases took it).
+        #[arg(value_name = "ID", hide = true, conflicts_with = "id")]
+        id_given_alone: Option<i64>,
     },
     /// Ask the running consumers to run these messages again, through the
     /// inbox (applied at most once). A consumer picks them up within its
@@ -210,7 +218,12 @@ pub async fn run(a: Args) -> Result<(), CliError> {
             }
             Ok(())
         }
-        Command::Show { target, id } => {
+        Command::Show {
+            target,
+            id,
+            id_given_alone,
+        } => {
+            let id = id.or(id_given_alone).expect("clap requires one");
             let (schema, mut conn) = target.open(APP).await?;
             let q = Queries::new(&schema);
             let filter = Filter {

@@ -21,11 +21,19 @@ pub struct Args {
     /// only while the relay worker of the row's partition sleeps), `logical` (no trigger: a
     /// publication of the outbox's inserts the relay follows by logical decoding; needs
     /// wal_level = logical and a relay role with REPLICATION) or `off` (polling only).
-    #[arg(long, default_value = "adaptive")]
-    notify: WakeUp,
-    /// Print the SQL instead of applying it (for your own migration tool).
+    /// Without it, the policy in force is kept (`adaptive` for a new schema).
+    #[arg(long)]
+    notify: Option<WakeUp>,
+    /// Print the SQL instead of applying it, for your own migration tool: exactly what
+    /// `migrate` would run on a new schema (or, with --since, on one at that version),
+    /// including its rows in postbox_migrations. Run it in one transaction.
     #[arg(long)]
     print: bool,
+    /// With --print: only the migrations after this version, for a schema made from an
+    /// earlier build's script (`postbox status` and the postbox_migrations table show its
+    /// version). The wake-up policy is then left as it is unless --notify is given.
+    #[arg(long, default_value_t = 0, requires = "print")]
+    since: i32,
 }
 
 pub async fn run(a: Args) -> Result<(), CliError> {
@@ -37,13 +45,7 @@ pub async fn run(a: Args) -> Result<(), CliError> {
         .collect::<Result<Vec<_>, _>>()?;
     if a.print {
         for s in &schemas {
-            println!("CREATE SCHEMA IF NOT EXISTS {s};");
-            for m in migrate::migrations(s) {
-                println!(
-                    "-- {} (version {}, checksum {})\n{}",
-                    m.name, m.version, m.checksum, m.sql
-                );
-            }
+            print!("{}", migrate::script(s, a.notify, a.since));
         }
         return Ok(());
     }
@@ -52,11 +54,20 @@ pub async fn run(a: Args) -> Result<(), CliError> {
         .ok_or("no database: pass --database-url or set POSTBOX_DATABASE_URL (or DATABASE_URL)")?;
     let mut conn = crate::dlq::connect(Some(&url), "postbox-migrate").await?;
     for s in &schemas {
-        let r = migrate::run(&mut conn, s, a.notify).await?;
+        let r = match a.notify {
+            Some(notify) => migrate::run(&mut conn, s, notify).await?,
+            None => migrate::upgrade(&mut conn, s).await?,
+        };
         if r.applied.is_empty() {
-            println!("schema {s}: up to date (migrations {:?})", r.already);
+            println!(
+                "schema {s}: up to date (migrations {:?}), wake-up {}",
+                r.already, r.wake_up
+            );
         } else {
-            println!("schema {s}: applied migrations {:?}", r.applied);
+            println!(
+                "schema {s}: applied migrations {:?}, wake-up {}",
+                r.applied, r.wake_up
+            );
         }
     }
     Ok(())

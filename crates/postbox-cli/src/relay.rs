@@ -16,9 +16,15 @@ use tokio_util::sync::CancellationToken;
 pub struct Args {
     #[command(flatten)]
     settings: SettingsArgs,
-    /// Print the effective settings as TOML (passwords hidden) and exit.
+    /// Print the effective settings as TOML (passwords hidden) and exit. Prints what it
+    /// parsed; `--check` also applies the rules between settings and connects.
     #[arg(long)]
     print_config: bool,
+    /// Check the configuration and exit: parse it, apply the rules between settings,
+    /// connect to PostgreSQL (every schema migrated) and to each broker, print each
+    /// result with its cause; non-zero exit status on any failure.
+    #[arg(long, conflicts_with = "print_config")]
+    check: bool,
     /// With --print-config: every setting's default, doc, flag and variable instead.
     #[arg(long, requires = "print_config")]
     defaults: bool,
@@ -41,9 +47,12 @@ pub async fn run(a: Args, shutdown: CancellationToken) -> Result<(), CliError> {
         print!("{}", settings::effective(&s)?);
         return Ok(());
     }
-    let sink = build_destination(&s)?;
+    if a.check {
+        return check(s).await;
+    }
+    let (sink, target) = build_destination(&s)?;
     tracing::info!(version = crate::VERSION, database = %s.relay.database_url, sink = sink.name(), "starting relay");
-    let relay = Relay::new(s.relay, sink)?;
+    let relay = Relay::new(s.relay, sink)?.target(target);
     let admin = match &s.top.admin_listen {
         Some(addr) => Some(crate::admin::serve(addr, relay.readiness(), shutdown.clone()).await?),
         None => None,
@@ -56,9 +65,52 @@ pub async fn run(a: Args, shutdown: CancellationToken) -> Result<(), CliError> {
     Ok(())
 }
 
+/// `--check`: what the relay would check before and as it starts, each
+/// reported, without relaying anything.
+async fn check(s: Settings) -> Result<(), CliError> {
+    let (sink, target) = build_destination(&s)?;
+    let database = s.relay.database_url.redacted();
+    let schemas = s.relay.schemas.join(", ");
+    let timeout = s
+        .relay
+        .publish_timeout
+        .min(std::time::Duration::from_secs(5));
+    let relay = Relay::new(s.relay, sink.clone())?;
+    println!("ok    settings");
+    let mut failed = 0;
+    match relay.preflight().await {
+        Ok(()) => println!("ok    PostgreSQL at {database}: schemas {schemas} migrated"),
+        Err(e) => {
+            failed += 1;
+            println!("FAIL  PostgreSQL: {e}");
+        }
+    }
+    match tokio::time::timeout(timeout, sink.check()).await {
+        Ok(Ok(())) => println!("ok    {} reachable: {target}", sink.name()),
+        Ok(Err(e)) => {
+            failed += 1;
+            println!("FAIL  {}: {e} ({target})", sink.name());
+        }
+        Err(_) => {
+            failed += 1;
+            println!(
+                "FAIL  {}: no answer within {} ({target})",
+                sink.name(),
+                postbox::display_duration(timeout)
+            );
+        }
+    }
+    match failed {
+        0 => Ok(()),
+        n => Err(format!("{n} check(s) failed").into()),
+    }
+}
+
 /// One sink per kind in use; a router in front when routes are configured.
-fn build_destination(s: &Settings) -> Result<Arc<dyn Destination>, CliError> {
+/// Also where they publish, for the log (no secrets).
+fn build_destination(s: &Settings) -> Result<(Arc<dyn Destination>, String), CliError> {
     let mut built: HashMap<&str, Arc<dyn Destination>> = HashMap::new();
+    let mut targets = Vec::new();
     let used =
         std::iter::once(s.top.sink.as_str()).chain(s.top.routes.iter().map(|r| r.sink.as_str()));
     for name in used {
@@ -73,11 +125,13 @@ fn build_destination(s: &Settings) -> Result<Arc<dyn Destination>, CliError> {
             .unwrap_or(toml::Value::Table(Default::default()));
         let b = (kind.build)(table, &s.relay, s.file.as_deref())?;
         tracing::info!(sink = name, "{}", b.describe);
+        targets.push(b.describe);
         built.insert(kind.name, b.destination);
     }
+    let target = targets.join("; ");
     let default = built[s.top.sink.as_str()].clone();
     if s.top.routes.is_empty() {
-        return Ok(default);
+        return Ok((default, target));
     }
     let mut router = Router::new(default);
     for r in &s.top.routes {
@@ -92,5 +146,5 @@ fn build_destination(s: &Settings) -> Result<Arc<dyn Destination>, CliError> {
         };
         router = router.route(m, built[r.sink.as_str()].clone());
     }
-    Ok(Arc::new(router))
+    Ok((Arc::new(router), target))
 }

@@ -36,6 +36,9 @@ struct SchemaStatus {
     /// partition from its first unsent row; the schema needs `postbox
     /// migrate`).
     read_path: &'static str,
+    /// How producers wake the relays, as installed on the outbox: `adaptive`,
+    /// `statement`, `logical` or `off` (`postbox migrate --notify` changes it).
+    wake_up: &'static str,
     /// Unsent rows (all topics).
     pending: i64,
     /// Age of the oldest unsent row, in seconds (null when none).
@@ -43,7 +46,10 @@ struct SchemaStatus {
     /// Unsent rows waiting out a retry backoff (next_attempt_at in the future).
     retrying: i64,
     dead_letters: i64,
+    /// The consumers' dead letters (`postbox inbox-dlq`), all consumers.
+    consumer_dead_letters: i64,
     topics: Vec<TopicStatus>,
+    consumers: Vec<ConsumerStatus>,
     relays: Vec<Instance>,
     partitions_owned: usize,
     /// Partitions no relay session owns right now, as ranges ("" when none).
@@ -57,6 +63,16 @@ struct TopicStatus {
     oldest_pending_age_seconds: Option<f64>,
     retrying: i64,
     dead_letters: i64,
+}
+
+/// One consumer's dead letters.
+#[derive(sqlx::FromRow, Serialize)]
+struct ConsumerStatus {
+    consumer: String,
+    dead_letters: i64,
+    /// Asked to replay (`postbox inbox-dlq replay`), not yet taken by a
+    /// running consumer of that name.
+    replay_waiting: i64,
 }
 
 #[derive(sqlx::FromRow)]
@@ -99,6 +115,10 @@ pub async fn run(a: Args) -> Result<(), CliError> {
     let mut out = Vec::new();
     for schema in &schemas {
         let read_path = read_path(&mut conn, schema).await?;
+        let wake_up = postbox::migrate::wake_up_in_force(&mut conn, schema)
+            .await?
+            .unwrap_or_default()
+            .as_str();
         let q = Queries::new(schema);
         let topics: Vec<TopicStatus> = sqlx::query_as(&q.status_topics)
             .fetch_all(&mut conn)
@@ -107,7 +127,13 @@ pub async fn run(a: Args) -> Result<(), CliError> {
             .bind(schema.as_str())
             .fetch_all(&mut conn)
             .await?;
-        out.push(summarize(schema, read_path, topics, sessions));
+        let consumers: Vec<ConsumerStatus> = sqlx::query_as(&q.status_inbox_dead_letters)
+            .fetch_all(&mut conn)
+            .await?;
+        let mut s = summarize(schema, read_path, wake_up, topics, sessions);
+        s.consumer_dead_letters = consumers.iter().map(|c| c.dead_letters).sum();
+        s.consumers = consumers;
+        out.push(s);
     }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
@@ -143,6 +169,7 @@ async fn read_path(
 fn summarize(
     schema: &SchemaName,
     read_path: &'static str,
+    wake_up: &'static str,
     topics: Vec<TopicStatus>,
     sessions: Vec<Session>,
 ) -> SchemaStatus {
@@ -196,6 +223,7 @@ fn summarize(
     SchemaStatus {
         schema: schema.to_string(),
         read_path,
+        wake_up,
         pending: topics.iter().map(|t| t.pending).sum(),
         oldest_pending_age_seconds: topics
             .iter()
@@ -203,7 +231,9 @@ fn summarize(
             .reduce(f64::max),
         retrying: topics.iter().map(|t| t.retrying).sum(),
         dead_letters: topics.iter().map(|t| t.dead_letters).sum(),
+        consumer_dead_letters: 0,
         topics,
+        consumers: Vec::new(),
         relays,
         partitions_owned: owned.len(),
         partitions_unowned: ranges(&unowned),
@@ -212,14 +242,15 @@ fn summarize(
 
 fn render(s: &SchemaStatus) -> String {
     let mut out = format!(
-        "schema {}: {} pending{}, {} retrying, {} dead letter(s)\n",
+        "schema {}: {} pending{}, {} retrying, {} dead letter(s), {} consumer dead letter(s)\n",
         s.schema,
         s.pending,
         s.oldest_pending_age_seconds
             .map(|a| format!(" (oldest {})", age(a)))
             .unwrap_or_default(),
         s.retrying,
-        s.dead_letters
+        s.dead_letters,
+        s.consumer_dead_letters
     );
     out.push_str(match s.read_path {
         "position" => "read path: each claim starts at its partition's position\n",
@@ -228,6 +259,7 @@ fn render(s: &SchemaStatus) -> String {
               run `postbox migrate` (0010) for a read path that a long transaction does not slow\n"
         }
     });
+    out.push_str(&format!("wake-up: {}\n", s.wake_up));
     if !s.topics.is_empty() {
         let mut t = vec![vec![
             "TOPIC".to_string(),
@@ -246,6 +278,25 @@ fn render(s: &SchemaStatus) -> String {
             ]);
         }
         out.push_str(&indent(&table(&t)));
+    }
+    if !s.consumers.is_empty() {
+        let mut t = vec![vec![
+            "CONSUMER".to_string(),
+            "DEAD_LETTERS".into(),
+            "REPLAY_WAITING".into(),
+        ]];
+        for c in &s.consumers {
+            t.push(vec![
+                clip(&c.consumer, 40),
+                c.dead_letters.to_string(),
+                c.replay_waiting.to_string(),
+            ]);
+        }
+        out.push_str(&indent(&table(&t)));
+        out.push_str(&format!(
+            "  consumer dead letters: `postbox inbox-dlq list --schema {}`\n",
+            s.schema
+        ));
     }
     if s.relays.is_empty() {
         out.push_str(&format!(

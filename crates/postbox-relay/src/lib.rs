@@ -11,6 +11,7 @@
 #![warn(missing_docs)]
 
 mod backoff;
+mod broker_watch;
 mod config;
 mod delivery;
 mod failpoint;

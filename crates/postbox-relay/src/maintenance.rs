@@ -65,6 +65,9 @@ async fn gauges(
             metrics::gauge!("postbox_pending_events", "schema" => schema.to_string(), "topic" => topic.clone()).set(pending as f64);
             metrics::gauge!("postbox_oldest_pending_seconds", "schema" => schema.to_string(), "topic" => topic).set(age);
         }
+        metrics::gauge!("postbox_schema_pending_events", "schema" => schema.to_string())
+            .set(total as f64);
+        // Deprecated: a gauge named like a counter. Kept for one release.
         metrics::gauge!("postbox_pending_events_total", "schema" => schema.to_string())
             .set(total as f64);
     }

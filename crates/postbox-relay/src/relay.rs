@@ -125,6 +125,8 @@ pub struct Relay {
     config: Config,
     servers: Arc<Servers>,
     sink: Arc<dyn Destination>,
+    /// Where the sink publishes, for the broker's reachability log lines.
+    target: Arc<str>,
     stats: Arc<Stats>,
 }
 
@@ -139,9 +141,18 @@ impl Relay {
         Ok(Relay {
             config,
             servers,
+            target: sink.name().into(),
             sink,
             stats: Arc::new(Stats::default()),
         })
+    }
+
+    /// Where the sink publishes (its address, no secrets), for the lines
+    /// that say the broker became unreachable or reachable again; the sink's
+    /// name when not given.
+    pub fn target(mut self, target: impl Into<String>) -> Self {
+        self.target = target.into().into();
+        self
     }
 
     /// A handle that answers "is this relay ready?" while it runs.
@@ -258,6 +269,17 @@ impl Relay {
                 ),
             );
         }
+        tasks.spawn(
+            "broker".into(),
+            crate::broker_watch::watch(
+                self.sink.clone(),
+                self.target.clone(),
+                config
+                    .publish_timeout
+                    .min(std::time::Duration::from_secs(5)),
+                shutdown.clone(),
+            ),
+        );
         // Every schema, logical ones too: no trigger NOTIFYs for those, but a
         // schema switched to a NOTIFY policy while the relay runs is served.
         tasks.spawn(

@@ -123,10 +123,20 @@ impl Destination for Router {
             .collect()
     }
 
+    /// Every sink in use, the first failure named after its sink.
     async fn check(&self) -> Result<(), SinkError> {
-        self.default.check().await?;
-        for (_, s) in &self.routes {
-            s.check().await?;
+        for s in std::iter::once(&self.default).chain(self.routes.iter().map(|(_, s)| s)) {
+            s.check().await.map_err(|e| match e {
+                SinkError::Transient { message, source } => SinkError::Transient {
+                    message: format!("{}: {message}", s.name()),
+                    source,
+                },
+                SinkError::Rejected { message, source } => SinkError::Rejected {
+                    message: format!("{}: {message}", s.name()),
+                    source,
+                },
+                other => other,
+            })?;
         }
         Ok(())
     }

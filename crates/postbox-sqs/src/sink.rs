@@ -266,9 +266,35 @@ impl Sink for SqsSink {
 
     async fn reset(&self) {}
 
+    /// The queue's attributes when `queue_url` names one queue (a missing
+    /// queue or a refused credential shows here), else any answer from the
+    /// service to `ListQueues`.
     async fn check(&self) -> Result<(), SinkError> {
-        Ok(())
+        let client = self.client().await;
+        let queue = &self.config.queue_url;
+        if !queue.is_empty() && !queue.contains('{') {
+            return client
+                .get_queue_attributes()
+                .queue_url(queue)
+                .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| call_failed(&e, "queue", queue));
+        }
+        match client.list_queues().max_results(1).send().await {
+            Ok(_) | Err(aws_sdk_sqs::error::SdkError::ServiceError(_)) => Ok(()),
+            Err(e) => Err(call_failed(
+                &e,
+                "SQS at",
+                endpoint(self.config.endpoint_url.as_deref()),
+            )),
+        }
     }
+}
+
+fn endpoint(url: Option<&str>) -> &str {
+    url.unwrap_or("the region's endpoint")
 }
 
 /// Sends outbox events to SNS topics.
@@ -372,8 +398,28 @@ impl Sink for SnsSink {
 
     async fn reset(&self) {}
 
+    /// The topic's attributes when `topic_arn` names one topic, else any
+    /// answer from the service to `ListTopics`.
     async fn check(&self) -> Result<(), SinkError> {
-        Ok(())
+        let client = self.client().await;
+        let topic = &self.config.topic_arn;
+        if !topic.is_empty() && !topic.contains('{') {
+            return client
+                .get_topic_attributes()
+                .topic_arn(topic)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| call_failed(&e, "topic", topic));
+        }
+        match client.list_topics().send().await {
+            Ok(_) | Err(aws_sdk_sns::error::SdkError::ServiceError(_)) => Ok(()),
+            Err(e) => Err(call_failed(
+                &e,
+                "SNS at",
+                endpoint(self.config.endpoint_url.as_deref()),
+            )),
+        }
     }
 }
 

@@ -22,7 +22,7 @@ pub struct WebhookConfig {
     /// (`{"type", "timestamp", "key", "data": payload}`).
     pub body: BodyFormat,
     /// How long one request may take, connecting included; must be shorter
-    /// than the relay's `publish_timeout`.
+    /// than the relay's `publish_timeout` (half of its default).
     #[serde(with = "humantime_serde")]
     #[schemars(with = "postbox_relay::HumanDuration")]
     pub timeout: Duration,
@@ -71,7 +71,7 @@ impl Default for WebhookConfig {
             topics: BTreeMap::new(),
             secrets: Vec::new(),
             body: BodyFormat::Payload,
-            timeout: Duration::from_secs(10),
+            timeout: Duration::from_secs(5),
             concurrency: 16,
             ca_file: None,
             redirects: Redirects::SameHost,
@@ -203,7 +203,7 @@ impl WebhookConfig {
 
 /// `template` with `{topic}` and `{key}` replaced, each percent-encoded as
 /// one path segment.
-fn fill(template: &str, topic: &str, key: Option<&str>) -> String {
+pub(crate) fn fill(template: &str, topic: &str, key: Option<&str>) -> String {
     let enc = |s: &str| {
         s.bytes()
             .map(|b| match b {

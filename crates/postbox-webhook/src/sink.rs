@@ -296,7 +296,72 @@ impl Sink for WebhookSink {
 
     async fn reset(&self) {}
 
+    /// A TCP connection to each receiver whose address is not a template:
+    /// enough to name a refused connection or a host that does not resolve,
+    /// without a request a receiver would have to answer.
     async fn check(&self) -> Result<(), SinkError> {
+        for (host, port) in fixed_hosts(&self.config) {
+            tokio::net::TcpStream::connect((host.as_str(), port))
+                .await
+                .map_err(|e| SinkError::transient(format!("connecting to {host}:{port}: {e}")))?;
+        }
         Ok(())
+    }
+}
+
+/// Host and port of each configured URL whose host is not a template.
+fn fixed_hosts(config: &WebhookConfig) -> Vec<(String, u16)> {
+    let mut out = Vec::new();
+    let templates = std::iter::once(&config.url)
+        .filter(|t| !t.is_empty())
+        .chain(config.topics.values());
+    for template in templates {
+        let authority = template.split_once("://").map_or("", |(_, rest)| {
+            rest.split(['/', '?', '#']).next().unwrap_or("")
+        });
+        if authority.is_empty() || authority.contains('{') {
+            continue;
+        }
+        let Ok(url) = reqwest::Url::parse(&crate::config::fill(template, "topic", Some("key")))
+        else {
+            continue;
+        };
+        if let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) {
+            out.push((
+                host.trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_owned(),
+                port,
+            ));
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_receivers_with_a_fixed_host_are_checked() {
+        let mut c = WebhookConfig {
+            url: "https://hooks.example.com/{topic}".into(),
+            ..Default::default()
+        };
+        c.topics
+            .insert("a".into(), "http://[::1]:8080/in/{key}".into());
+        c.topics
+            .insert("b".into(), "https://{topic}.example.com/".into());
+        c.topics
+            .insert("c".into(), "https://hooks.example.com:443/other".into());
+        assert_eq!(
+            fixed_hosts(&c),
+            [
+                ("::1".to_owned(), 8080),
+                ("hooks.example.com".to_owned(), 443)
+            ]
+        );
     }
 }

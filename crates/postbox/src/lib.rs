@@ -62,3 +62,35 @@ pub const PARTITIONS: i16 = 64;
 
 /// Channel the outbox trigger notifies, with the schema name as payload.
 pub const NOTIFY_CHANNEL: &str = "postbox_outbox";
+
+/// A duration as log lines show it: whole milliseconds below a second
+/// (`520ms`), tenths of seconds below a minute (`1.5s`), then minutes and
+/// seconds (`2m5s`); not the debug form (`519.7697988ms`).
+#[doc(hidden)]
+pub fn display_duration(d: std::time::Duration) -> impl std::fmt::Display {
+    struct Shown(u128);
+    impl std::fmt::Display for Shown {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            match self.0 {
+                ms @ 0..=999 => write!(f, "{ms}ms"),
+                ms @ 1000..=59_999 => write!(f, "{:.1}s", ms as f64 / 1000.0),
+                ms => write!(f, "{}m{}s", ms / 60_000, ms % 60_000 / 1000),
+            }
+        }
+    }
+    Shown(d.as_millis())
+}
+
+#[cfg(test)]
+mod display_duration_tests {
+    use std::time::Duration;
+
+    #[test]
+    fn durations_show_rounded() {
+        let show =
+            |ms: f64| super::display_duration(Duration::from_secs_f64(ms / 1000.0)).to_string();
+        assert_eq!(show(519.7697988), "519ms");
+        assert_eq!(show(1520.0), "1.5s");
+        assert_eq!(show(125_000.0), "2m5s");
+    }
+}

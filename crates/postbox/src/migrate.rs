@@ -130,6 +130,124 @@ impl std::str::FromStr for WakeUp {
     }
 }
 
+impl WakeUp {
+    /// The name `--notify` takes and `status` shows.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WakeUp::Statement => "statement",
+            WakeUp::Off => "off",
+            WakeUp::Adaptive => "adaptive",
+            WakeUp::Logical => "logical",
+        }
+    }
+}
+
+impl std::fmt::Display for WakeUp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The wake-up policy in force on `schema`, read from what is installed (a
+/// trigger, the publication, or neither); `None` when it has no outbox yet.
+pub async fn wake_up_in_force(
+    conn: &mut PgConnection,
+    schema: &SchemaName,
+) -> Result<Option<WakeUp>, sqlx::Error> {
+    let found: Option<String> = sqlx::query_scalar(&Queries::new(schema).notify_policy_current)
+        .bind(schema.as_str())
+        .fetch_optional(&mut *conn)
+        .await?
+        .flatten();
+    Ok(found.and_then(|f| f.parse().ok()))
+}
+
+/// The statements that leave exactly one wake-up mechanism for `notify` in
+/// place (a trigger, the publication, or none): drop the others, then
+/// (re)create this one.
+fn wake_up_statements(q: &Queries, notify: WakeUp) -> Vec<&str> {
+    match notify {
+        WakeUp::Statement => vec![
+            &q.notify_adaptive_drop,
+            &q.notify_logical_drop,
+            &q.notify_trigger_create,
+        ],
+        WakeUp::Adaptive => vec![
+            &q.notify_trigger_drop,
+            &q.notify_logical_drop,
+            &q.notify_adaptive_create,
+        ],
+        WakeUp::Off => vec![
+            &q.notify_trigger_drop,
+            &q.notify_adaptive_drop,
+            &q.notify_logical_drop,
+        ],
+        // Its file drops both triggers, then (re)creates the publication.
+        WakeUp::Logical => vec![&q.notify_logical_create],
+    }
+}
+
+/// Exactly what [`run`] (with `Some(notify)`) or [`upgrade`] (with `None`)
+/// does to a schema that has the migrations up to `since` (0: a new schema),
+/// as one SQL script for your own migration tool: the schema, the migrations
+/// after `since`, each followed by its row in `postbox_migrations` (so
+/// `postbox status`, the relay and a later `postbox migrate` see them), then
+/// the wake-up policy. With `notify` `None` the policy is left as it is,
+/// except on a new schema, which gets the default. Run it in one
+/// transaction. [`WakeUp::Logical`] needs `wal_level = logical`, which `run`
+/// checks and a script cannot.
+pub fn script(schema: &SchemaName, notify: Option<WakeUp>, since: i32) -> String {
+    let q = Queries::new(schema);
+    let mut out = format!(
+        "-- postbox migrations for schema {schema}{}; run in one transaction.\n",
+        if since > 0 {
+            format!(", after version {since}")
+        } else {
+            String::new()
+        }
+    );
+    let mut push = |sql: &str| {
+        let sql = sql.trim_end();
+        out.push_str(sql);
+        let ends_in_comment = sql
+            .lines()
+            .last()
+            .is_some_and(|l| l.trim_start().starts_with("--"));
+        // After a closing comment, the terminator goes on a line of its own.
+        out.push_str(match (sql.ends_with(';'), ends_in_comment) {
+            (true, _) => "\n",
+            (false, false) => ";\n",
+            (false, true) => "\n;\n",
+        });
+    };
+    push(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"));
+    push(&q.migrations_table_create);
+    for m in migrations(schema).into_iter().filter(|m| m.version > since) {
+        push(&format!(
+            "-- {} (version {}, checksum {})\n{}",
+            m.name, m.version, m.checksum, m.sql
+        ));
+        // The values are a number and names of this build: safe as literals.
+        push(
+            &q.migrations_record
+                .replace("$1", &m.version.to_string())
+                .replace("$2", &format!("'{}'", m.name))
+                .replace("$3", &format!("'{}'", m.checksum)),
+        );
+    }
+    let notify = notify.or((since == 0).then(WakeUp::default));
+    if let Some(notify) = notify {
+        for (i, sql) in wake_up_statements(&q, notify).into_iter().enumerate() {
+            if i == 0 {
+                push(&format!("-- wake-up policy: {notify}\n{sql}"));
+            } else {
+                push(sql);
+            }
+        }
+    }
+    out
+}
+
 /// What [`run`] did.
 #[derive(Debug, Clone, Default)]
 pub struct Report {
@@ -137,6 +255,8 @@ pub struct Report {
     pub applied: Vec<i32>,
     /// Versions that were already there.
     pub already: Vec<i32>,
+    /// The wake-up policy in force after the run.
+    pub wake_up: WakeUp,
 }
 
 /// Create or upgrade the postbox tables in `schema`, then set the wake-up policy.
@@ -150,12 +270,30 @@ pub async fn run(
     schema: &SchemaName,
     notify: WakeUp,
 ) -> Result<Report, MigrateError> {
+    apply(conn, schema, Some(notify)).await
+}
+
+/// [`run`], keeping the wake-up policy in force ([`WakeUp::default`] for a
+/// schema that has no outbox yet).
+pub async fn upgrade(conn: &mut PgConnection, schema: &SchemaName) -> Result<Report, MigrateError> {
+    apply(conn, schema, None).await
+}
+
+async fn apply(
+    conn: &mut PgConnection,
+    schema: &SchemaName,
+    notify: Option<WakeUp>,
+) -> Result<Report, MigrateError> {
     let q = Queries::new(schema);
     let mut tx = conn.begin().await?;
     sqlx::query(&q.migrations_lock)
         .bind(schema.as_str())
         .execute(&mut *tx)
         .await?;
+    let notify = match notify {
+        Some(n) => n,
+        None => wake_up_in_force(&mut tx, schema).await?.unwrap_or_default(),
+    };
     if notify == WakeUp::Logical {
         // CREATE PUBLICATION would only warn; without logical decoding the
         // relay could never follow it. Refuse before changing anything.
@@ -224,33 +362,11 @@ pub async fn run(
         report.applied.push(m.version);
     }
     // Exactly one wake-up mechanism (a trigger, the publication, or none) is
-    // left in place: drop the others, then (re)create this one.
-    let (drops, create) = match notify {
-        WakeUp::Statement => (
-            vec![&q.notify_adaptive_drop, &q.notify_logical_drop],
-            Some(&q.notify_trigger_create),
-        ),
-        WakeUp::Adaptive => (
-            vec![&q.notify_trigger_drop, &q.notify_logical_drop],
-            Some(&q.notify_adaptive_create),
-        ),
-        WakeUp::Off => (
-            vec![
-                &q.notify_trigger_drop,
-                &q.notify_adaptive_drop,
-                &q.notify_logical_drop,
-            ],
-            None,
-        ),
-        // Its file drops both triggers, then (re)creates the publication.
-        WakeUp::Logical => (vec![], Some(&q.notify_logical_create)),
-    };
-    for drop in drops {
-        sqlx::query(drop).execute(&mut *tx).await?;
+    // left in place.
+    for sql in wake_up_statements(&q, notify) {
+        sqlx::raw_sql(sql).execute(&mut *tx).await?;
     }
-    if let Some(create) = create {
-        sqlx::raw_sql(create).execute(&mut *tx).await?;
-    }
+    report.wake_up = notify;
     tx.commit().await?;
     Ok(report)
 }
@@ -311,6 +427,41 @@ mod tests {
     }
 
     #[test]
+    fn a_script_records_each_migration_and_sets_the_policy_asked_for() {
+        let s = SchemaName::new("shop").unwrap();
+        let all = script(&s, None, 0);
+        let last = FILES.last().unwrap().0;
+        for m in migrations(&s) {
+            let record = format!("VALUES ({}, '{}', '{}')", m.version, m.name, m.checksum);
+            assert!(all.contains(&record), "{record}");
+        }
+        assert!(all.contains("CREATE TABLE IF NOT EXISTS shop.postbox_migrations"));
+        assert!(
+            all.ends_with("FOR EACH ROW EXECUTE FUNCTION shop.postbox_outbox_notify_adaptive();\n")
+        );
+        // The statement trigger of migration 0004 is dropped again.
+        assert!(all.contains("DROP TRIGGER IF EXISTS outbox_notify ON shop.outbox"));
+
+        let statement = script(&s, Some(WakeUp::Statement), 0);
+        assert!(statement.contains("-- wake-up policy: statement"));
+        assert!(statement.contains("DROP TRIGGER IF EXISTS outbox_notify_adaptive"));
+        assert!(script(&s, Some(WakeUp::Logical), 0).contains("CREATE PUBLICATION"));
+
+        // An upgrade script: only what comes after `since`, and the policy
+        // left alone unless asked for.
+        let upgrade = script(&s, None, last - 1);
+        assert_eq!(
+            upgrade
+                .matches("INSERT INTO shop.postbox_migrations")
+                .count(),
+            1
+        );
+        assert!(!upgrade.contains("wake-up policy"));
+        assert!(script(&s, Some(WakeUp::Off), last - 1).contains("wake-up policy: off"));
+        assert!(script(&s, None, last).contains("postbox_migrations"));
+    }
+
+    #[test]
     fn notify_policies_parse() {
         for (text, n) in [
             ("statement", WakeUp::Statement),
@@ -319,6 +470,7 @@ mod tests {
             ("off", WakeUp::Off),
         ] {
             assert_eq!(text.parse::<WakeUp>().unwrap(), n);
+            assert_eq!(n.to_string(), text);
         }
         assert!("wal"
             .parse::<WakeUp>()

@@ -131,7 +131,13 @@ impl Servers {
         let mut tried = Vec::new();
         let mut last = None;
         for i in (0..self.hosts.len()).map(|k| (start + k) % self.hosts.len()) {
-            let opts = self.hosts[i].clone().application_name(application_name);
+            // sqlx's own slow-statement warning prints the whole statement
+            // (a claim is a kilobyte over dozens of lines); the relay says
+            // which of its statements was slow in one line instead.
+            let opts = self.hosts[i]
+                .clone()
+                .application_name(application_name)
+                .log_slow_statements(log::LevelFilter::Off, Duration::from_secs(1));
             let attempt = async {
                 let mut c = opts.connect().await?;
                 if self.read_write && !accepts_writes(&mut c).await? {

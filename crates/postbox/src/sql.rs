@@ -50,6 +50,7 @@ queries!(
     notify_logical_create,
     notify_logical_drop,
     publication_exists,
+    notify_policy_current,
     server_wal_level,
     outbox_wakeup_arm,
     outbox_wakeup_disarm,
@@ -57,6 +58,7 @@ queries!(
     outbox_insert_many,
     outbox_claim_batch,
     outbox_claim_partition,
+    outbox_claim_partition_holes,
     outbox_claim_mark,
     outbox_claim_delete,
     outbox_held_list,
@@ -93,6 +95,7 @@ queries!(
     dead_letter_purge,
     status_topics,
     status_relays,
+    status_inbox_dead_letters,
 );
 
 /// Fill the `{schema}` and `{publication}` placeholders. `schema` is
@@ -114,15 +117,29 @@ pub enum Take {
 }
 
 impl Queries {
-    /// The claim of a relay worker owning `owned` (`outbox_claim_batch.sql`):
-    /// a pair of branches per owned partition (`outbox_claim_partition.sql`,
-    /// its comment left out), joined by `UNION ALL`. Parameters: `$1` the
+    /// The claim of a relay worker owning `owned` (`outbox_claim_batch.sql`)
+    /// that has holes: two branches per owned partition
+    /// (`outbox_claim_partition.sql` and `outbox_claim_partition_holes.sql`,
+    /// their comments left out), joined by `UNION ALL`. Parameters: `$1` the
     /// batch size; `$2` (`text[]`, xid8 values) and `$3` (`bigint[]`) the
     /// position of partition `p` at index `p + 1`; `$4` (`text[]`) the open
     /// transactions below the positions. The same set of partitions gives the
     /// same text, so a session prepares it once. Nothing is claimed when
     /// `owned` is empty.
     pub fn outbox_claim(&self, owned: &[i16], take: Take) -> String {
+        self.claim_of(owned, take, true)
+    }
+
+    /// [`outbox_claim`](Self::outbox_claim) for a worker without holes (the
+    /// usual case): one branch per partition, and no `$4`. Its generic plan
+    /// merges the ordered scans; with the hole branches, each of which sorts,
+    /// PostgreSQL preferred reading `$1` rows of every partition and sorting
+    /// them when a worker owned 11 partitions or fewer.
+    pub fn outbox_claim_past(&self, owned: &[i16], take: Take) -> String {
+        self.claim_of(owned, take, false)
+    }
+
+    fn claim_of(&self, owned: &[i16], take: Take, holes: bool) -> String {
         let mut owned: Vec<i16> = owned
             .iter()
             .copied()
@@ -132,9 +149,11 @@ impl Queries {
         owned.dedup();
         let branches = if owned.is_empty() {
             // Every parameter still needs a type.
-            "SELECT NULL::xid8 AS xid, NULL::bigint AS id \
-             WHERE false AND $2::text[] IS NULL AND $3::bigint[] IS NULL AND $4::text[] IS NULL"
-                .to_string()
+            format!(
+                "SELECT NULL::xid8 AS xid, NULL::bigint AS id \
+                 WHERE false AND $2::text[] IS NULL AND $3::bigint[] IS NULL{}",
+                if holes { " AND $4::text[] IS NULL" } else { "" }
+            )
         } else {
             owned
                 .iter()
@@ -143,7 +162,7 @@ impl Queries {
                     self.claim_branch(
                         &p.to_string(),
                         &format!("(($2::text[])[{n}]::xid8, ($3::bigint[])[{n}])"),
-                        "$4::text[]::xid8[]",
+                        holes.then_some("$4::text[]::xid8[]"),
                     )
                 })
                 .collect::<Vec<_>>()
@@ -152,10 +171,10 @@ impl Queries {
         self.claim_with(&branches, take)
     }
 
-    /// The claim of a worker that keeps up: the same statement with one pair
-    /// of branches for all the partitions in `$2` (`smallint[]`), past one
-    /// position (`$3` xid8 as text, `$4` id: the lowest of them), `$5` the
-    /// open transactions below it. It reads every claimable row of them
+    /// The claim of a worker that keeps up: the same statement with the
+    /// branches for all the partitions in `$2` (`smallint[]`) at once, past
+    /// one position (`$3` xid8 as text, `$4` id: the lowest of them), `$5`
+    /// the open transactions below it. It reads every claimable row of them
     /// through one index scan and sorts them, where
     /// [`outbox_claim`](Self::outbox_claim) merges one ordered scan per
     /// partition. Setting those up is most of what a claim costs while a few
@@ -168,8 +187,17 @@ impl Queries {
             &self.claim_branch(
                 "ANY($2::smallint[])",
                 "($3::text::xid8, $4::bigint)",
-                "$5::text[]::xid8[]",
+                Some("$5::text[]::xid8[]"),
             ),
+            take,
+        )
+    }
+
+    /// [`outbox_claim_sorted`](Self::outbox_claim_sorted) for a worker
+    /// without holes: no `$5`.
+    pub fn outbox_claim_sorted_past(&self, take: Take) -> String {
+        self.claim_with(
+            &self.claim_branch("ANY($2::smallint[])", "($3::text::xid8, $4::bigint)", None),
             take,
         )
     }
@@ -179,18 +207,25 @@ impl Queries {
             Take::Mark => &self.outbox_claim_mark,
             Take::Delete => &self.outbox_claim_delete,
         };
-        self.outbox_claim_batch
+        without_comments(&self.outbox_claim_batch)
             .replace("{take}", &without_comments(head))
             .replace("{each_partition}", branches)
     }
 
     /// `outbox_claim_partition.sql` without its comment, for `partition`
-    /// past the position `after`, with the open transactions `holes`.
-    fn claim_branch(&self, partition: &str, after: &str, holes: &str) -> String {
-        without_comments(&self.outbox_claim_partition)
+    /// past the position `after`, and with `holes` (the open transactions)
+    /// the branch of `outbox_claim_partition_holes.sql`.
+    fn claim_branch(&self, partition: &str, after: &str, holes: Option<&str>) -> String {
+        let mut branch = without_comments(&self.outbox_claim_partition);
+        if let Some(holes) = holes {
+            branch.push_str("\nUNION ALL\n");
+            branch.push_str(
+                &without_comments(&self.outbox_claim_partition_holes).replace("{holes}", holes),
+            );
+        }
+        branch
             .replace("{partition}", partition)
             .replace("{after}", after)
-            .replace("{holes}", holes)
     }
 }
 
@@ -229,7 +264,8 @@ mod tests {
     fn renders_every_placeholder() {
         let q = Queries::new(&SchemaName::new("shop").unwrap());
         let claim = q.outbox_claim(&[63, 5, 5, 17, 64, -1], Take::Mark);
-        assert!(claim.starts_with("-- Claim"));
+        // Sent without its comments: logs and pg_stat_activity show the statement.
+        assert!(!claim.contains("--"), "{claim}");
         assert!(claim.contains("\nUPDATE shop.outbox o SET sent_at = now()"));
         assert!(claim.contains("shop.outbox o"));
         assert!(claim.contains("a.partition_id = 63"));
@@ -248,6 +284,13 @@ mod tests {
             "one text per set"
         );
         assert!(q.outbox_claim(&[], Take::Mark).contains("WHERE false"));
+        // Without holes: one branch per partition, and no $4.
+        let past = q.outbox_claim_past(&[63, 5, 17], Take::Mark);
+        assert_eq!(past.matches("\nUNION ALL\n").count(), 2, "{past}");
+        assert!(!past.contains("$4") && !past.contains("unnest"), "{past}");
+        assert!(!q.outbox_claim_past(&[], Take::Mark).contains("$4"));
+        let sorted_past = q.outbox_claim_sorted_past(Take::Mark);
+        assert!(sorted_past.contains("$4::bigint") && !sorted_past.contains("$5"));
         let sorted = q.outbox_claim_sorted(Take::Delete);
         assert!(sorted.contains("\nDELETE FROM shop.outbox o\n WHERE"));
         assert!(sorted.contains("a.partition_id = ANY($2::smallint[])"));

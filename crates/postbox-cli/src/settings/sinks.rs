@@ -79,3 +79,40 @@ pub fn find(name: &str) -> Result<&'static SinkKind, crate::CliError> {
         .into()
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The settings a sink cannot start without, and nothing else.
+    fn required(sink: &str) -> toml::Value {
+        let table = match sink {
+            "webhook" => {
+                r#"url = "https://hooks.example.com/{topic}"
+                           secrets = ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]"#
+            }
+            "sqs" => r#"queue_url = "https://sqs.eu-west-1.amazonaws.com/1/{topic}.fifo""#,
+            "sns" => r#"topic_arn = "arn:aws:sns:eu-west-1:1:{topic}.fifo""#,
+            "bullmq" | "kafka" | "rabbitmq" | "nats" | "redis_streams" => "",
+            other => panic!("say which settings sink {other:?} requires in this test"),
+        };
+        toml::from_str(table).unwrap()
+    }
+
+    /// Defaults must pass the checks the relay runs at start-up, for every
+    /// sink and against the relay's own defaults (webhook.timeout once
+    /// equalled publish_timeout and refused to start).
+    #[tokio::test]
+    async fn every_sink_starts_with_only_its_required_settings() {
+        let relay = Config {
+            database_url: postbox_relay::Secret::new("postgres://localhost/app"),
+            ..Config::default()
+        };
+        relay.validate().expect("the relay's defaults are valid");
+        for sink in SINKS {
+            if let Err(e) = (sink.build)(required(sink.name), &relay, None) {
+                panic!("sink {} refuses its own defaults: {e}", sink.name);
+            }
+        }
+    }
+}

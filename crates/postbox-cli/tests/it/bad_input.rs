@@ -200,6 +200,57 @@ async fn a_waiting_poison_row_holds_back_its_key_only() {
     ctx.cleanup().await;
 }
 
+/// A retry comes when the log says it will, even sooner than the poll
+/// interval: the worker sleeps until the next waiting row is due. (It once
+/// waited for the next poll, so `--retry-base 100ms` retried every second.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_shorter_than_the_poll_interval_come_on_time() {
+    let ctx = Ctx::new("retry_due").await;
+    let redis = postbox_testkit::redis_url();
+    let relay = ctx.relay(
+        &redis,
+        &[
+            "--max-attempts",
+            "5",
+            "--retry-base",
+            "100ms",
+            "--retry-max",
+            "100ms",
+            "--poll-interval",
+            "10s",
+        ],
+        &[],
+    );
+    sqlx::query(&format!("INSERT INTO {}.outbox (topic, event, key, payload) VALUES ($1, 'test.event', 'p', '\"str\"')", ctx.schema))
+        .bind(&ctx.queue)
+        .execute(&ctx.pool)
+        .await
+        .unwrap();
+    let took = || async {
+        sqlx::query_scalar::<_, Option<f64>>(&format!(
+            "SELECT extract(epoch FROM dead_at - created_at)::float8 FROM {}.outbox_dead_letter",
+            ctx.schema
+        ))
+        .fetch_optional(&ctx.pool)
+        .await
+        .unwrap()
+        .flatten()
+    };
+    wait_until(LONG, "the row dead-lettered after 5 attempts", || async {
+        took().await.is_some()
+    })
+    .await;
+    // Four retries 100 ms apart, not four polls 10 s apart.
+    let took = took().await.unwrap();
+    assert!(
+        took < 5.0,
+        "5 attempts took {took:.1}s:\n{}",
+        relay.output()
+    );
+    drop(relay);
+    ctx.cleanup().await;
+}
+
 #[test]
 fn settings_layer_file_then_env_then_flags() {
     let path = std::env::temp_dir().join(format!("postbox-ok-{}.toml", postbox_testkit::suffix()));

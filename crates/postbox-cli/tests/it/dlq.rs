@@ -136,7 +136,11 @@ async fn dlq_lists_filters_replays_in_order_and_purges_on_a_live_relay() {
     assert_eq!(listed(s, &["--limit", "2"]).await, ids[..2].to_vec());
 
     // show: one dead letter in full.
-    let shown: Value = serde_json::from_str(&dlq(s, "show", &[&ids[2].to_string()]).await).unwrap();
+    let shown: Value =
+        serde_json::from_str(&dlq(s, "show", &["--id", &ids[2].to_string()]).await).unwrap();
+    // The id alone, as earlier releases took it, still works.
+    let alone: Value = serde_json::from_str(&dlq(s, "show", &[&ids[2].to_string()]).await).unwrap();
+    assert_eq!(shown, alone);
     assert_eq!(shown["event_id"], dl[2].1.as_str());
     assert_eq!(shown["payload"], serde_json::json!([1]));
     assert!(shown["last_error"]

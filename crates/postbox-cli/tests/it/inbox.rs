@@ -168,6 +168,92 @@ async fn inbox_worker_runs_the_effect_once_per_event() {
     ctx.cleanup().await;
 }
 
+/// Completed jobs leave Redis after `keep_completed` (the relay adds each
+/// with `removeOnComplete: { age }`, which the worker applies as it completes
+/// jobs), so Redis does not keep every payload forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completed_jobs_leave_redis_after_keep_completed() {
+    use postbox_bullmq::bullmq::{options::RedisConnectionOptions, WorkerOptions};
+    use redis::AsyncCommands;
+    let ctx = Ctx::new("keepdone").await;
+    let redis = postbox_testkit::redis_url();
+    sqlx::raw_sql(&format!(
+        "CREATE TABLE {}.effects (job_id text)",
+        ctx.schema
+    ))
+    .execute(&ctx.pool)
+    .await
+    .unwrap();
+    let handler = std::sync::Arc::new(Effects {
+        insert: format!("INSERT INTO {}.effects VALUES ($1)", ctx.schema),
+        duplicates: Default::default(),
+    });
+    let worker = postbox_bullmq::inbox_worker(
+        postbox::InboxConsumer::new(
+            ctx.pool.clone(),
+            Inbox::new(&ctx.schema).unwrap(),
+            "effects",
+        ),
+        &ctx.queue,
+        handler,
+        WorkerOptions {
+            connection: RedisConnectionOptions {
+                url: redis.clone(),
+                ..Default::default()
+            },
+            drain_delay: 1,
+            ..Default::default()
+        },
+        tokio_util::sync::CancellationToken::new(),
+    )
+    .await
+    .unwrap();
+    let relay = ctx.relay(&redis, &["--bullmq-keep-completed", "1s"], &[]);
+    ctx.produce((1..=5).map(|i| ctx.event("k", i)).collect())
+        .await;
+    let first: Vec<String> = sqlx::query_scalar(&format!(
+        "SELECT event_id::text FROM {}.outbox ORDER BY id",
+        ctx.schema
+    ))
+    .fetch_all(&ctx.pool)
+    .await
+    .unwrap();
+    let mut r = redis::Client::open(redis.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let job = |id: &str| format!("bull:{}:{id}", ctx.queue);
+    let done = format!("bull:{}:completed", ctx.queue);
+    wait_until(LONG, "the first five jobs completed", || {
+        let mut r = r.clone();
+        let done = done.clone();
+        async move { r.zcard::<_, usize>(&done).await.unwrap() == 5 }
+    })
+    .await;
+    let opts: String = r.hget(job(&first[0]), "opts").await.unwrap();
+    assert!(opts.contains("removeOnComplete"), "{opts}");
+    // Each later completion evicts what is older than a second.
+    let mut seq = 5;
+    wait_until(LONG, "the first five jobs gone from Redis", || {
+        seq += 1;
+        let (mut r, ids) = (
+            r.clone(),
+            first.iter().map(|id| job(id)).collect::<Vec<_>>(),
+        );
+        let produce = ctx.produce(vec![ctx.event("k", seq)]);
+        async move {
+            produce.await;
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            r.exists::<_, usize>(&ids).await.unwrap() == 0
+        }
+    })
+    .await;
+    worker.worker().close(5000).await.unwrap();
+    drop(relay);
+    ctx.cleanup().await;
+}
+
 struct NoEffect;
 
 impl postbox::Handler for NoEffect {

@@ -5,6 +5,7 @@ mod support;
 
 mod bad_input;
 mod bench;
+mod broker_unavailable;
 mod claim;
 mod commit_order;
 mod consumer_failures;

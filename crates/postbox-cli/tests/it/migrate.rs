@@ -127,17 +127,139 @@ fn bad_schema_names_are_refused_before_any_sql() {
     }
 }
 
-#[test]
-fn print_exports_the_sql() {
-    let out = Command::new(BIN)
-        .args(["migrate", "--schema", "shop", "--print"])
-        .output()
+fn postbox(args: &[&str]) -> String {
+    let out = Command::new(BIN).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "postbox {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// What a migration tool (Flyway, sqlx, Atlas…) does with a file: psql, one
+/// transaction, stop at the first error.
+fn psql(sql: &str) {
+    use std::io::Write;
+    let mut child = Command::new("psql")
+        .args([
+            &postbox_testkit::database_url(),
+            "-X",
+            "-q",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "--single-transaction",
+            "-f",
+            "-",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("psql (Debian's postgresql-client)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(sql.as_bytes())
         .unwrap();
-    assert!(out.status.success());
-    let sql = String::from_utf8_lossy(&out.stdout);
-    assert!(sql.contains("CREATE TABLE shop.outbox"));
-    assert!(sql.contains("CREATE TABLE shop.inbox"));
-    assert!(sql.contains("FOR EACH STATEMENT"));
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "psql: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `migrate --print` is what `migrate` runs, bookkeeping included: a schema
+/// made from it works with every command, keeps the wake-up policy printed,
+/// and takes the next build's migrations from `--print --since` or from
+/// `postbox migrate` itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_made_from_the_printed_sql_works_and_migrates_further() {
+    let ctx = Ctx::new("printed").await;
+    let db = postbox_testkit::database_url();
+    let s = ctx.schema.as_str();
+    postbox_testkit::drop_schema(&ctx.pool, s).await;
+    let last = postbox::migrate::migrations(&postbox::SchemaName::new(s).unwrap())
+        .last()
+        .unwrap()
+        .version;
+
+    // An earlier build's script: everything before the newest migration.
+    let full = postbox(&["migrate", "--schema", s, "--print", "--notify", "statement"]);
+    let cut = full
+        .find(&format!("(version {last}, checksum"))
+        .and_then(|i| full[..i].rfind("\n-- "))
+        .expect("each migration is marked");
+    psql(&full[..cut]);
+    let status = postbox(&["status", "--database-url", &db, "--schema", s]);
+    assert!(
+        status.contains("read path: each claim reads its partitions from their first unsent row"),
+        "{status}"
+    );
+
+    // The upgrade as a migration tool takes it: what comes after the version
+    // the schema is at, with --notify to set the policy.
+    let upgrade = postbox(&[
+        "migrate",
+        "--schema",
+        s,
+        "--print",
+        "--since",
+        &(last - 1).to_string(),
+        "--notify",
+        "statement",
+    ]);
+    assert!(!upgrade.contains("(version 1,"), "{upgrade}");
+    psql(&upgrade);
+    let status = postbox(&["status", "--database-url", &db, "--schema", s]);
+    assert!(
+        status.contains("read path: each claim starts at its partition's position"),
+        "{status}"
+    );
+    assert!(status.contains("wake-up: statement"), "{status}");
+
+    // `postbox migrate` takes the schema over, keeping the policy.
+    let again = postbox(&["migrate", "--database-url", &db, "--schema", s]);
+    assert!(
+        again.contains("up to date") && again.contains("wake-up statement"),
+        "{again}"
+    );
+    let versions: Vec<i32> = sqlx::query_scalar(&format!(
+        "SELECT version FROM {s}.postbox_migrations ORDER BY 1"
+    ))
+    .fetch_all(&ctx.pool)
+    .await
+    .unwrap();
+    assert_eq!(versions, (1..=last).collect::<Vec<_>>());
+
+    // Every command works on it; the relay delivers what producers wrote.
+    ctx.produce((1..=3).map(|i| ctx.event("k", i)).collect())
+        .await;
+    let redis = postbox_testkit::redis_url();
+    let relay = ctx.relay(&redis, &[], &[]);
+    wait_until(LONG, "the printed schema's events relayed", || async {
+        ctx.unsent().await == 0
+    })
+    .await;
+    drop(relay);
+    assert_eq!(RedisView::new(&redis, &ctx.queue).await.wait_len().await, 3);
+    for args in [vec!["dlq", "list"], vec!["inbox-dlq", "list"]] {
+        let mut args = args.clone();
+        args.extend(["--database-url", &db, "--schema", s]);
+        postbox(&args);
+    }
+
+    // Each policy is printed as asked.
+    for policy in ["adaptive", "off"] {
+        let sql = postbox(&["migrate", "--schema", s, "--print", "--notify", policy]);
+        assert!(
+            sql.contains(&format!("-- wake-up policy: {policy}")),
+            "{policy}"
+        );
+    }
+    ctx.cleanup().await;
 }
 
 /// A schema missing this build's newest migration: the relay refuses to start

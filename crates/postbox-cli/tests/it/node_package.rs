@@ -28,7 +28,7 @@ fn require_built_package() {
     }
 }
 
-fn node_cmd(args: &[&str]) -> tokio::process::Command {
+pub(crate) fn node_cmd(args: &[&str]) -> tokio::process::Command {
     require_built_package();
     let mut cmd = tokio::process::Command::new("node");
     cmd.args(args)

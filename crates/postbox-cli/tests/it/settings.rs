@@ -165,7 +165,9 @@ fn every_command_reads_postbox_database_url_and_takes_schemas_one_way() {
         vec!["migrate", "--schema", "a,b"],
         vec!["status", "--schemas", "a"],
         vec!["dlq", "list", "--schema", "a"],
-        vec!["grant", "--schema", "a", "--role", "r", "--as", "producer"],
+        vec![
+            "grant", "--schema", "a,b", "--role", "r", "--as", "producer",
+        ],
     ] {
         let out = Command::new(BIN)
             .args(&args)
@@ -177,6 +179,30 @@ fn every_command_reads_postbox_database_url_and_takes_schemas_one_way() {
         assert!(!out.status.success());
         assert!(err.contains("127.0.0.1:1"), "{args:?}: {err}");
     }
+    // Dead letters are one schema's: several are refused, saying so.
+    for cmd in ["dlq", "inbox-dlq"] {
+        let out = Command::new(BIN)
+            .args([cmd, "list", "--schema", "a,b"])
+            .env("POSTBOX_DATABASE_URL", unreachable)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains("one schema at a time"),
+            "{cmd}: {err}"
+        );
+    }
+    let grants = Command::new(BIN)
+        .args([
+            "grant", "--schema", "one,two", "--role", "r", "--as", "relay", "--print",
+        ])
+        .output()
+        .unwrap();
+    let grants = String::from_utf8_lossy(&grants.stdout);
+    assert!(
+        grants.contains("ON SCHEMA one TO r") && grants.contains("ON SCHEMA two TO r"),
+        "{grants}"
+    );
     let out = Command::new(BIN)
         .args([
             "migrate", "--schema", "one,two", "--schema", "three", "--print",

@@ -103,10 +103,30 @@ async fn status_counts_pending_retrying_and_dead_letters_per_topic() {
     .execute(&ctx.pool)
     .await
     .unwrap();
+    // The consumers' dead letters count too, per consumer.
+    sqlx::query(&format!(
+        "INSERT INTO {s}.inbox_dead_letter
+                (consumer, message_id, topic, payload, headers, source, attempts, last_error, replay_at)
+         VALUES ('shipping', 'm1', 't1', '\\x', '[]', 'q', 3, 'boom', NULL),
+                ('shipping', 'm2', 't1', '\\x', '[]', 'q', 3, 'boom', now()),
+                ('billing', 'm1', 't1', '\\x', '[]', 'q', 3, 'boom', NULL)"
+    ))
+    .execute(&ctx.pool)
+    .await
+    .unwrap();
 
     let st = &status_json(&[s]).await[0];
     assert_eq!(st["schema"], s);
     assert_eq!(st["read_path"], "position");
+    assert_eq!(st["wake_up"], "adaptive");
+    assert_eq!(st["consumer_dead_letters"], 3);
+    assert_eq!(
+        st["consumers"],
+        serde_json::json!([
+            {"consumer": "billing", "dead_letters": 1, "replay_waiting": 0},
+            {"consumer": "shipping", "dead_letters": 2, "replay_waiting": 1}
+        ])
+    );
     assert_eq!(
         (&st["pending"], &st["retrying"], &st["dead_letters"]),
         (&4.into(), &1.into(), &2.into())
@@ -152,7 +172,10 @@ async fn status_counts_pending_retrying_and_dead_letters_per_topic() {
     let (ok, out, err) = cli(&["status", "--database-url", &url, "--schema", s]).await;
     assert!(ok, "{err}");
     assert!(
-        out.contains(&format!("schema {s}: 4 pending (oldest 1m3")) && out.contains("relays: none"),
+        out.contains(&format!("schema {s}: 4 pending (oldest 1m3"))
+            && out.contains("2 dead letter(s), 3 consumer dead letter(s)")
+            && out.contains("wake-up: adaptive")
+            && out.contains("relays: none"),
         "{out}"
     );
 

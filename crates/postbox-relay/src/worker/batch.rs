@@ -3,7 +3,7 @@
 //! take every event, each event's outcome is written in a second one.
 
 use super::cursor::{Held, Pos, Snapshot, Taken};
-use super::{Pass, Worker};
+use super::{ClaimSql, Pass, Worker};
 use crate::plan::{plan, Plan};
 use crate::{Backoff, OutboxEvent, Outcome, SinkError};
 use sqlx::{Connection, PgConnection};
@@ -21,6 +21,10 @@ struct ClaimedRow {
     partition_id: i16,
     snapshot: String,
 }
+
+/// A claim slower than this is logged (sqlx's own warning is off: it prints
+/// the whole statement).
+const SLOW_CLAIM: Duration = Duration::from_secs(1);
 
 /// What a claim read, for the worker's positions once its batch is committed.
 struct Claim {
@@ -102,22 +106,28 @@ impl Worker {
         tx: &mut PgConnection,
     ) -> Result<(Vec<OutboxEvent>, Claim), sqlx::Error> {
         let holes: Vec<String> = self.cursor.holes().map(|x| x.to_string()).collect();
+        let started = Instant::now();
         let mut rows: Vec<ClaimedRow> = if self.keeping_up {
             let from = self.cursor.lowest(&self.owned);
-            sqlx::query_as(&self.claim_sorted)
+            let mut query = sqlx::query_as(self.claim_sorted.pick(&holes))
                 .bind(self.config.batch_size)
                 .bind(&self.owned)
                 .bind(from.xid.to_string())
-                .bind(from.id)
-                .bind(&holes)
-                .fetch_all(&mut *tx)
-                .await?
+                .bind(from.id);
+            if !holes.is_empty() {
+                query = query.bind(&holes);
+            }
+            query.fetch_all(&mut *tx).await?
         } else {
             // Built again only when ownership changed, not at every busy poll.
             if self.claim_sql.0 != self.owned {
+                let take = self.config.sent.take();
                 self.claim_sql = (
                     self.owned.clone(),
-                    self.q.outbox_claim(&self.owned, self.config.sent.take()),
+                    ClaimSql {
+                        holes: self.q.outbox_claim(&self.owned, take),
+                        past: self.q.outbox_claim_past(&self.owned, take),
+                    },
                 );
             }
             let (xids, ids): (Vec<String>, Vec<i64>) = (0..postbox::PARTITIONS)
@@ -126,14 +136,26 @@ impl Worker {
                     (at.xid.to_string(), at.id)
                 })
                 .unzip();
-            sqlx::query_as(&self.claim_sql.1)
+            let mut query = sqlx::query_as(self.claim_sql.1.pick(&holes))
                 .bind(self.config.batch_size)
                 .bind(&xids)
-                .bind(&ids)
-                .bind(&holes)
-                .fetch_all(&mut *tx)
-                .await?
+                .bind(&ids);
+            if !holes.is_empty() {
+                query = query.bind(&holes);
+            }
+            query.fetch_all(&mut *tx).await?
         };
+        let took = started.elapsed();
+        if took >= SLOW_CLAIM {
+            tracing::warn!(
+                schema = %self.schema,
+                statement = if self.keeping_up { "outbox_claim_batch (sorted)" } else { "outbox_claim_batch (merge)" },
+                took = %postbox::display_duration(took),
+                rows = rows.len(),
+                partitions = self.owned.len(),
+                "slow claim; see `postbox status` for the backlog and pg_stat_activity for what holds the database"
+            );
+        }
         // A full batch may mean a backlog, which the sorted claim would read
         // whole at every pass; the merge reads about a batch.
         self.keeping_up = (rows.len() as i64) < self.config.batch_size;
@@ -244,7 +266,7 @@ impl Worker {
                 .await?;
             metrics::counter!("postbox_blocked_keys_total", "schema" => self.schema.to_string())
                 .increment(1);
-            tracing::error!(schema = %self.schema, event_id = %event.event_id, topic = %event.topic, key = ?event.key, error = %reason, "event out of attempts; its key is blocked until an operator fixes the row and sets next_attempt_at = NULL");
+            tracing::error!(schema = %self.schema, event_id = %event.event_id, topic = %event.topic, key = event.key.as_deref(), error = %reason, "event out of attempts; its key is blocked until an operator fixes the row and sets next_attempt_at = NULL");
         } else if out_of_attempts {
             sqlx::query(&self.q.outbox_dead_letter_move)
                 .bind(event.id)
@@ -254,7 +276,7 @@ impl Worker {
             self.stats.dead_lettered.fetch_add(1, Relaxed);
             metrics::counter!("postbox_dead_letters_total", "schema" => self.schema.to_string())
                 .increment(1);
-            tracing::error!(schema = %self.schema, event_id = %event.event_id, topic = %event.topic, key = ?event.key, error = %reason, "event dead-lettered");
+            tracing::error!(schema = %self.schema, event_id = %event.event_id, topic = %event.topic, key = event.key.as_deref(), error = %reason, "event dead-lettered");
         } else {
             let retry = Backoff {
                 base: self.config.retry_base,
@@ -267,7 +289,7 @@ impl Worker {
                 .bind(delay.as_millis() as f64)
                 .execute(&mut *tx)
                 .await?;
-            tracing::warn!(schema = %self.schema, event_id = %event.event_id, topic = %event.topic, key = ?event.key, error = %reason, retry_in = ?delay, "event rejected by the broker; will retry");
+            tracing::warn!(schema = %self.schema, event_id = %event.event_id, topic = %event.topic, key = event.key.as_deref(), error = %reason, retry_in = %postbox::display_duration(delay), "event rejected by the broker; will retry");
         }
         Ok(())
     }
@@ -287,7 +309,7 @@ impl Worker {
             .bind(delay.as_millis() as f64)
             .execute(&mut *tx)
             .await?;
-        tracing::warn!(schema = %self.schema, event_id = %event.event_id, topic = %event.topic, key = ?event.key, error = %error, retry_in = ?delay, "event not taken by the broker while other keys were; its key waits, the others go on");
+        tracing::warn!(schema = %self.schema, event_id = %event.event_id, topic = %event.topic, key = event.key.as_deref(), error = %error, retry_in = %postbox::display_duration(delay), "event not taken by the broker while other keys were; its key waits, the others go on");
         Ok(())
     }
 

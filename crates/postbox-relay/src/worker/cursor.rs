@@ -231,6 +231,13 @@ impl Cursor {
         self.held_stale || self.held_check_at.is_some_and(|t| now >= t)
     }
 
+    /// When the next waiting row is due (or blocked rows are to be looked at
+    /// again): a worker with nothing else to do sleeps until then at most, so
+    /// a retry comes when its log line said, however long the poll interval.
+    pub(crate) fn next_look(&self) -> Option<Instant> {
+        self.held_check_at
+    }
+
     /// The waiting rows of the owned partitions, read at `now`. A row that
     /// may go again, or no longer waits, moves its partition's position back
     /// to it: the claims passed it and the later rows of its key.

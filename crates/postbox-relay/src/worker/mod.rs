@@ -48,14 +48,15 @@ pub(crate) struct Worker {
     /// 0009): producers NOTIFY for them. Non-empty only while this worker
     /// sleeps or is about to.
     armed: Vec<i16>,
-    /// The claim for the `owned` it was built for (`Queries::outbox_claim`).
-    claim_sql: (Vec<i16>, String),
+    /// The claim for the `owned` it was built for (`Queries::outbox_claim`
+    /// and `outbox_claim_past`).
+    claim_sql: (Vec<i16>, ClaimSql),
     /// The last claim found less than a batch: the next one sorts what the
     /// owned partitions hold (`claim_sorted`) instead of merging a
     /// scan per partition.
     keeping_up: bool,
     /// `Queries::outbox_claim_sorted`, for whichever partitions are owned.
-    claim_sorted: String,
+    claim_sorted: ClaimSql,
     /// Where the next claim starts in each owned partition.
     cursor: cursor::Cursor,
     failpoint: crate::failpoint::Failpoint,
@@ -89,6 +90,25 @@ fn sender_alive(rx: &WakeRx) -> bool {
     rx.has_changed().is_ok()
 }
 
+/// A claim statement in its two forms: with the branches for holes, and
+/// without them (`Queries::outbox_claim_past`), for the worker without holes.
+#[derive(Default)]
+pub(crate) struct ClaimSql {
+    pub holes: String,
+    pub past: String,
+}
+
+impl ClaimSql {
+    /// Without holes (almost always), the statement without their branches.
+    pub(crate) fn pick(&self, holes: &[String]) -> &str {
+        if holes.is_empty() {
+            &self.past
+        } else {
+            &self.holes
+        }
+    }
+}
+
 /// What one pass of the loop found.
 enum Pass {
     /// The batch came back full: claim again at once.
@@ -117,7 +137,10 @@ impl Worker {
         } = parts;
         let q = Queries::new(&schema);
         Worker {
-            claim_sorted: q.outbox_claim_sorted(config.sent.take()),
+            claim_sorted: ClaimSql {
+                holes: q.outbox_claim_sorted(config.sent.take()),
+                past: q.outbox_claim_sorted_past(config.sent.take()),
+            },
             q,
             n,
             crew,
@@ -133,7 +156,7 @@ impl Worker {
             shutdown,
             owned: Vec::new(),
             armed: Vec::new(),
-            claim_sql: (Vec::new(), String::new()),
+            claim_sql: (Vec::new(), ClaimSql::default()),
             // A relay starting may face a backlog.
             keeping_up: false,
             cursor: cursor::Cursor::default(),
@@ -233,6 +256,11 @@ impl Worker {
                                 }
                             } else {
                                 next_poll = now + self.config.poll_interval;
+                            }
+                            if let Some(due) =
+                                self.cursor.next_look().filter(|_| !self.owned.is_empty())
+                            {
+                                next_poll = next_poll.min(due);
                             }
                         }
                         Pass::BrokerDown => {

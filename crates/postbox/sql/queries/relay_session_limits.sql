@@ -13,7 +13,11 @@
 -- for the rest of the session, sent rows included. No bitmap scans either:
 -- a bitmap scan reads the index entries of rows sent since the last vacuum
 -- at every claim, where an index scan marks them dead the first time
--- (Queries::outbox_claim_sorted would otherwise get one). Session-level settings:
+-- (Queries::outbox_claim_sorted would otherwise get one). No JIT: the merge
+-- claim of a worker owning many partitions (two branches each) is costed above
+-- jit_above_cost, and PostgreSQL compiles it again at every execution; with 64
+-- partitions that took 6 to 40 s per claim against 20 to 35 ms without it
+-- (docs: benchmarks.md, "JIT and the merge claim"). Session-level settings:
 -- nothing outside this session changes.
 SELECT set_config('idle_in_transaction_session_timeout', $1::text, false),
        CASE WHEN current_setting('server_version_num')::int >= 140000
@@ -24,4 +28,5 @@ SELECT set_config('idle_in_transaction_session_timeout', $1::text, false),
        CASE WHEN current_setting('server_version_num')::int >= 120000
             THEN set_config('plan_cache_mode', 'force_generic_plan', false) END,
        set_config('enable_seqscan', 'off', false),
-       set_config('enable_bitmapscan', 'off', false)
+       set_config('enable_bitmapscan', 'off', false),
+       set_config('jit', 'off', false)

@@ -35,12 +35,14 @@ impl Claimed {
 }
 
 impl InboxConsumer {
-    /// Keep `msg` as a dead letter after `attempts` failed runs.
+    /// Keep `msg` as a dead letter after `attempts` failed runs, the first
+    /// of them `failing_for` ago.
     pub(super) async fn record_dead_letter(
         &self,
         msg: &Message,
         attempts: u32,
         error: &str,
+        failing_for: std::time::Duration,
     ) -> Result<(), sqlx::Error> {
         sqlx::query(&self.inbox.queries.inbox_dead_letter_record)
             .bind(&*self.name)
@@ -53,6 +55,7 @@ impl InboxConsumer {
             .bind(&msg.source)
             .bind(i32::try_from(attempts).unwrap_or(i32::MAX))
             .bind(error)
+            .bind(failing_for.as_secs_f64())
             .execute(&self.pool)
             .await?;
         Ok(())

@@ -241,15 +241,19 @@ impl InboxConsumer {
     ) -> Result<Processed, ConsumeError> {
         let attempts = self.retry.attempts.max(1);
         let mut failures = 0;
+        let mut first_failure: Option<std::time::Instant> = None;
         loop {
             let error = match self.transaction(msg, handler, shutdown).await? {
                 Ok(done) => return Ok(done),
                 Err(e) => report::chain(&*e),
             };
             failures += 1;
+            let failing_for = first_failure
+                .get_or_insert_with(std::time::Instant::now)
+                .elapsed();
             metrics::counter!("postbox_inbox_handler_failures_total", "consumer" => self.name.to_string()).increment(1);
             if failures >= attempts {
-                self.keep_dead_letter(msg, failures, &error, shutdown)
+                self.keep_dead_letter(msg, failures, &error, failing_for, shutdown)
                     .await?;
                 metrics::counter!("postbox_inbox_dead_letters_total", "consumer" => self.name.to_string()).increment(1);
                 report::dead_lettered(&self.name, msg, failures, &error);
@@ -291,7 +295,7 @@ impl InboxConsumer {
                 Ok(done) => return Some(done),
                 Err(ConsumeError::Cancelled) => return None,
                 Err(e) => {
-                    tracing::warn!(error = %e, source = %msg.source, retry_in = ?delay, "message not processed; retrying it in place");
+                    tracing::warn!(error = %e, source = %msg.source, retry_in = %crate::display_duration(delay), "message not processed; retrying it in place");
                     tokio::select! {
                         _ = shutdown.cancelled() => return None,
                         _ = tokio::time::sleep(delay) => {}
@@ -353,11 +357,15 @@ impl InboxConsumer {
         msg: &Message,
         attempts: u32,
         error: &str,
+        failing_for: Duration,
         shutdown: &CancellationToken,
     ) -> Result<(), ConsumeError> {
         let mut outage = Outage::default();
         loop {
-            match self.record_dead_letter(msg, attempts, error).await {
+            match self
+                .record_dead_letter(msg, attempts, error, failing_for)
+                .await
+            {
                 Ok(()) => return Ok(()),
                 Err(e) if classify::is_transient(&e) => {
                     self.wait_out(&mut outage, e, "keeping a dead letter", shutdown)

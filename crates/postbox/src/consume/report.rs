@@ -31,9 +31,9 @@ pub(crate) fn handler_failed(
     retry_in: Duration,
 ) {
     if subscribed() {
-        tracing::warn!(consumer, message_id = %msg.id, source = %msg.source, attempt = failure, attempts, retry_in = ?retry_in, error, "handler failed; the message will be retried");
+        tracing::warn!(consumer, message_id = %msg.id, source = %msg.source, attempt = failure, attempts, retry_in = %crate::display_duration(retry_in), error, "handler failed; the message will be retried");
     } else {
-        eprintln!("postbox: consumer {consumer}: handler failed on message {} ({}), attempt {failure} of {attempts}: {error}; retrying in {retry_in:?}", msg.id, msg.source);
+        eprintln!("postbox: consumer {consumer}: handler failed on message {} ({}), attempt {failure} of {attempts}: {error}; retrying in {}", msg.id, msg.source, crate::display_duration(retry_in));
     }
 }
 
@@ -66,7 +66,7 @@ pub(crate) fn replay_failed(consumer: &str, msg: &Message, error: &str) {
 
 pub(crate) fn database_unavailable(consumer: &str, what: &str, error: &str, retry_in: Duration) {
     if subscribed() {
-        tracing::warn!(consumer, what, error, retry_in = ?retry_in, "database unavailable; retrying");
+        tracing::warn!(consumer, what, error, retry_in = %crate::display_duration(retry_in), "database unavailable; retrying");
     } else {
         eprintln!("postbox: consumer {consumer}: database unavailable ({what}): {error}; retrying in {retry_in:?}");
     }

@@ -1,0 +1,172 @@
+//! Says which broker cannot be reached, and why, as soon as it happens: the
+//! relay checks its sink at start-up and then every few seconds, and logs
+//! each change between reachable and unreachable once, with the broker's
+//! address (password hidden) and the cause the client gave (connection
+//! refused, a name that does not resolve, TLS, authentication). Without it an
+//! idle relay said nothing about a broker it could not reach, and a busy one
+//! only that batches were not acknowledged in time.
+//!
+//! The check is the sink's own (`Destination::check`: a PING, a metadata
+//! request, a channel, a TCP connect) and decides nothing: workers keep
+//! retrying by their backoff whatever it says. The gauge
+//! `postbox_broker_reachable{sink}` is 1 or 0 after each check.
+
+use crate::{Destination, SinkError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// How often a reachable broker is checked.
+const WHILE_UP: Duration = Duration::from_secs(15);
+/// How often an unreachable one is (its return is logged within this).
+const WHILE_DOWN: Duration = Duration::from_secs(2);
+
+/// What the last check found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Reach {
+    Up,
+    Down(String),
+}
+
+/// The log line for a change from `before` (None at start-up) to `now`, if
+/// any: start-up and every transition, never a repeat.
+pub(crate) fn transition(
+    before: Option<&Reach>,
+    now: &Reach,
+    sink: &str,
+    target: &str,
+    down_for: Option<Duration>,
+) -> Option<(tracing::Level, String)> {
+    use tracing::Level;
+    match (before, now) {
+        (Some(Reach::Up), Reach::Up) | (Some(Reach::Down(_)), Reach::Down(_)) => None,
+        (None, Reach::Up) => Some((Level::INFO, format!("{sink} reachable: {target}"))),
+        (Some(Reach::Down(_)), Reach::Up) => Some((
+            Level::INFO,
+            format!(
+                "{sink} reachable again after {}: {target}",
+                humantime_serde::re::humantime::format_duration(Duration::from_secs(
+                    down_for.unwrap_or_default().as_secs()
+                ))
+            ),
+        )),
+        (_, Reach::Down(cause)) => Some((
+            Level::WARN,
+            format!(
+                "{sink} unavailable: {cause} ({target}); events stay in the outbox until it answers. Check the address, that the broker runs, and its credentials"
+            ),
+        )),
+    }
+}
+
+/// Check `sink` until `shutdown`, logging each change (see the module).
+pub(crate) async fn watch(
+    sink: Arc<dyn Destination>,
+    target: Arc<str>,
+    timeout: Duration,
+    shutdown: CancellationToken,
+) {
+    let name = sink.name();
+    let mut last: Option<Reach> = None;
+    let mut down_since: Option<Instant> = None;
+    loop {
+        let now = match tokio::select! {
+            r = tokio::time::timeout(timeout, sink.check()) => r,
+            () = shutdown.cancelled() => return,
+        } {
+            Ok(Ok(())) => Reach::Up,
+            Ok(Err(e)) => Reach::Down(cause(&e)),
+            Err(_) => Reach::Down(format!(
+                "no answer within {}",
+                humantime_serde::re::humantime::format_duration(timeout)
+            )),
+        };
+        metrics::gauge!("postbox_broker_reachable", "sink" => name).set(if now == Reach::Up {
+            1.0
+        } else {
+            0.0
+        });
+        let down_for = down_since.map(|t| t.elapsed());
+        if let Some((level, line)) = transition(last.as_ref(), &now, name, &target, down_for) {
+            if level == tracing::Level::WARN {
+                tracing::warn!(sink = name, "{line}");
+            } else {
+                tracing::info!(sink = name, "{line}");
+            }
+        }
+        match now {
+            Reach::Up => down_since = None,
+            Reach::Down(_) => {
+                down_since.get_or_insert_with(Instant::now);
+                // A connection the sink keeps may be dead for good: the next
+                // check (and publish) connects afresh, as after a failed publish.
+                sink.reset().await;
+            }
+        }
+        let every = if now == Reach::Up {
+            WHILE_UP
+        } else {
+            WHILE_DOWN
+        };
+        last = Some(now);
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            () = shutdown.cancelled() => return,
+        }
+    }
+}
+
+/// The cause without the class prefix `SinkError`'s display adds (the log
+/// line says "unavailable" already), with its sources.
+fn cause(e: &SinkError) -> String {
+    let mut text = match e {
+        SinkError::Transient { message, .. } | SinkError::Rejected { message, .. } => {
+            message.clone()
+        }
+        other => other.to_string(),
+    };
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let s_text = s.to_string();
+        if !text.contains(&s_text) {
+            text.push_str(": ");
+            text.push_str(&s_text);
+        }
+        source = s.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracing::Level;
+
+    #[test]
+    fn start_up_and_each_change_are_logged_once() {
+        let down = |c: &str| Reach::Down(c.to_owned());
+        let t = |b: Option<&Reach>, n: &Reach| {
+            transition(
+                b,
+                n,
+                "redis_streams",
+                "redis://h:1",
+                Some(Duration::from_secs(7)),
+            )
+        };
+        let (level, line) = t(None, &down("connection refused")).unwrap();
+        assert_eq!(level, Level::WARN);
+        assert!(
+            line.starts_with("redis_streams unavailable: connection refused (redis://h:1)"),
+            "{line}"
+        );
+        assert_eq!(t(None, &Reach::Up).unwrap().0, Level::INFO);
+        assert_eq!(t(Some(&Reach::Up), &Reach::Up), None);
+        // Another cause while down is the same outage.
+        assert_eq!(t(Some(&down("a")), &down("b")), None);
+        let (level, line) = t(Some(&down("a")), &Reach::Up).unwrap();
+        assert_eq!(level, Level::INFO);
+        assert!(line.contains("reachable again after 7s"), "{line}");
+        assert_eq!(t(Some(&Reach::Up), &down("x")).unwrap().0, Level::WARN);
+    }
+}
