@@ -45,7 +45,7 @@ pub async fn run(a: Args) -> Result<(), CliError> {
     let url = a
         .database_url
         .ok_or("no database: pass --database-url or set POSTBOX_DATABASE_URL (or DATABASE_URL)")?;
-    let mut conn = crate::dlq::connect(Some(&url), "postbox-grant").await?;
+    let mut conn = crate::target::connect(Some(&url), "postbox-grant").await?;
     for schema in &schemas {
         grant(&mut conn, a.kind, schema, &role).await?;
     }

@@ -7,8 +7,9 @@
 //! transaction that records the message in the inbox and deletes the row. A
 //! replay that fails again leaves the row a dead letter, with the new error.
 
-use crate::dlq::{age, Act, SchemaArgs, SHOWN};
+use crate::dlq::{age, Act, SHOWN};
 use crate::table::{cells, clip, table};
+use crate::target::{DeadLetterId, SchemaArgs};
 use crate::CliError;
 use chrono::{DateTime, Utc};
 use humantime_serde::re::humantime;
@@ -44,15 +45,8 @@ enum Command {
         #[command(flatten)]
         target: SchemaArgs,
         /// The dead letter's id, as `list` shows it.
-        #[arg(
-            long = "id",
-            value_name = "ID",
-            required_unless_present = "id_given_alone"
-        )]
-        id: Option<i64>,
-        /// The same id without `--id` (as earlier releases took it).
-        #[arg(value_name = "ID", hide = true, conflicts_with = "id")]
-        id_given_alone: Option<i64>,
+        #[command(flatten)]
+        id: DeadLetterId,
     },
     /// Ask the running consumers to run these messages again, through the
     /// inbox (applied at most once). A consumer picks them up within its
@@ -218,12 +212,8 @@ pub async fn run(a: Args) -> Result<(), CliError> {
             }
             Ok(())
         }
-        Command::Show {
-            target,
-            id,
-            id_given_alone,
-        } => {
-            let id = id.or(id_given_alone).expect("clap requires one");
+        Command::Show { target, id } => {
+            let id = id.get();
             let (schema, mut conn) = target.open(APP).await?;
             let q = Queries::new(&schema);
             let filter = Filter {

@@ -12,6 +12,7 @@ mod services;
 mod settings;
 mod status;
 mod table;
+mod target;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;

@@ -52,7 +52,7 @@ pub async fn run(a: Args) -> Result<(), CliError> {
     let url = a
         .database_url
         .ok_or("no database: pass --database-url or set POSTBOX_DATABASE_URL (or DATABASE_URL)")?;
-    let mut conn = crate::dlq::connect(Some(&url), "postbox-migrate").await?;
+    let mut conn = crate::target::connect(Some(&url), "postbox-migrate").await?;
     for s in &schemas {
         let r = match a.notify {
             Some(notify) => migrate::run(&mut conn, s, notify).await?,

@@ -1,8 +1,8 @@
 //! `postbox status`: per schema, what waits in the outbox and which relay
 //! instances own which partitions. Read-only; safe on a live system.
 
-use crate::dlq::connect;
 use crate::table::{clip, table};
+use crate::target::connect;
 use crate::CliError;
 use chrono::{DateTime, Utc};
 use postbox::sql::Queries;

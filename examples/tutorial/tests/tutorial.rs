@@ -248,17 +248,19 @@ async fn the_tutorial_runs_as_written() {
     // Ctrl-C for each terminal: both stop cleanly.
     for (script, child) in background {
         let pid = child.id().expect("still running").to_string();
-        // bash runs the command as its child, or becomes it (exec).
-        let children = std::process::Command::new("pkill")
-            .args(["-TERM", "-P", &pid])
+        // bash runs the command as its child, or becomes it (exec): signal
+        // the children if there are any (from /proc: no procps needed).
+        let children =
+            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+        let targets = if children.trim().is_empty() {
+            pid.clone()
+        } else {
+            children.trim().to_owned()
+        };
+        std::process::Command::new("bash")
+            .args(["-c", &format!("kill -TERM {targets}")])
             .status()
             .unwrap();
-        if !children.success() {
-            std::process::Command::new("kill")
-                .args(["-TERM", &pid])
-                .status()
-                .unwrap();
-        }
         let out = tokio::time::timeout(LONG, child.wait_with_output())
             .await
             .expect("stopped on SIGTERM")
