@@ -216,6 +216,12 @@ ensure_node_client() {
 # The deploy/ checks: podman (and runc, which runs containers where crun
 # refuses this machine's hybrid cgroups) for the image, systemd-analyze for
 # the unit.
+# PgBouncer, for the tests of producers, consumers and the command line
+# through a pooler in transaction mode (each test starts its own on a free port).
+ensure_pgbouncer() {
+  [ -x /usr/sbin/pgbouncer ] || apt_install pgbouncer
+}
+
 ensure_deploy_tools() {
   need_cmd podman podman
   need_cmd runc runc

@@ -14,6 +14,7 @@ if [ $# -eq 0 ]; then
 fi
 ensure_postgres postbox_test
 ensure_initdb
+ensure_pgbouncer
 ensure_redis
 ensure_rabbitmq
 ensure_nats

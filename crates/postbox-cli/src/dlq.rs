@@ -10,7 +10,7 @@ use crate::target::{DeadLetterId, SchemaArgs};
 use crate::CliError;
 use chrono::{DateTime, Utc};
 use humantime_serde::re::humantime;
-use postbox::sql::Queries;
+use postbox::sql::{statement_as, Queries};
 use postbox::SchemaName;
 use serde::Serialize;
 use sqlx::{Connection, PgConnection};
@@ -263,11 +263,16 @@ async fn select(
     filter: &Filter,
     limit: Option<i64>,
 ) -> Result<Vec<DeadLetter>, sqlx::Error> {
-    filter
-        .bind(sqlx::query_as(&q.dead_letter_list))
+    // A transaction of its own (a savepoint inside one): behind a
+    // transaction pooler, parse and execute reach the same server session.
+    let mut tx = conn.begin().await?;
+    let rows = filter
+        .bind(statement_as(&q.dead_letter_list))
         .bind(limit)
-        .fetch_all(conn)
-        .await
+        .fetch_all(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(rows)
 }
 
 /// Refuse an unfiltered replay/purge unless `--all`; filters are checked too.
@@ -338,7 +343,7 @@ async fn replay(target: SchemaArgs, filter: Filter, act: Act) -> Result<(), CliE
         "nothing was replayed",
     )?;
     let moved: Vec<Replayed> = filter
-        .bind(sqlx::query_as(&q.dead_letter_replay))
+        .bind(statement_as(&q.dead_letter_replay))
         .fetch_all(&mut *tx)
         .await
         .map_err(|e| -> CliError {
@@ -390,10 +395,12 @@ async fn purge(target: SchemaArgs, filter: Filter, act: Act) -> Result<(), CliEr
     if !act.yes {
         return preview(&mut conn, &q, &schema, &filter, "purge").await;
     }
+    let mut tx = conn.begin().await?;
     let gone: Vec<Purged> = filter
-        .bind(sqlx::query_as(&q.dead_letter_purge))
-        .fetch_all(&mut conn)
+        .bind(statement_as(&q.dead_letter_purge))
+        .fetch_all(&mut *tx)
         .await?;
+    tx.commit().await?;
     if gone.is_empty() {
         println!("no dead letters in schema {schema} match; nothing purged");
         return Ok(());

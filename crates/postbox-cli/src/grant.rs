@@ -3,6 +3,7 @@
 use crate::CliError;
 use postbox::roles::{self, Kind};
 use postbox::{RoleName, SchemaName};
+use sqlx::Connection;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -58,8 +59,12 @@ async fn grant(
     schema: &SchemaName,
     role: &RoleName,
 ) -> Result<(), CliError> {
-    postbox::migrate::ensure_migrated(conn, schema).await?;
-    roles::grant(conn, kind, schema, role).await?;
+    // One transaction: all of a schema's grants or none, and behind a
+    // transaction pooler each statement's parse and execute reach the same
+    // server session (postbox::sql::statement).
+    let mut tx = conn.begin().await?;
+    postbox::migrate::ensure_migrated(&mut tx, schema).await?;
+    roles::grant(&mut tx, kind, schema, role).await?;
     println!(
         "granted {:?} rights on schema {schema} to {}",
         kind,
@@ -68,15 +73,15 @@ async fn grant(
     if kind == Kind::Relay {
         // `--notify logical` needs a role attribute only a superuser can give.
         let q = postbox::sql::Queries::new(schema);
-        let logical: bool = sqlx::query_scalar(&q.publication_exists)
+        let logical: bool = postbox::sql::statement_scalar(&q.publication_exists)
             .bind(schema.as_str())
-            .fetch_one(&mut *conn)
+            .fetch_one(&mut *tx)
             .await?;
-        let replication: bool = sqlx::query_scalar(
+        let replication: bool = postbox::sql::statement_scalar(
             "SELECT rolreplication OR rolsuper FROM pg_catalog.pg_roles WHERE rolname = $1",
         )
         .bind(role.as_str())
-        .fetch_optional(&mut *conn)
+        .fetch_optional(&mut *tx)
         .await?
         .unwrap_or(false);
         if logical && !replication {
@@ -86,5 +91,6 @@ async fn grant(
             );
         }
     }
+    tx.commit().await?;
     Ok(())
 }

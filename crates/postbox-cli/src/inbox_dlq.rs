@@ -13,9 +13,9 @@ use crate::target::{DeadLetterId, SchemaArgs};
 use crate::CliError;
 use chrono::{DateTime, Utc};
 use humantime_serde::re::humantime;
-use postbox::sql::Queries;
+use postbox::sql::{statement_as, Queries};
 use serde::Serialize;
-use sqlx::PgConnection;
+use sqlx::{Connection, PgConnection};
 use std::time::Duration;
 
 #[derive(clap::Args)]
@@ -286,10 +286,9 @@ async fn change(
         Change::Replay => &q.inbox_dead_letter_replay,
         Change::Purge => &q.inbox_dead_letter_purge,
     };
-    let done: Vec<Selected> = filter
-        .bind(sqlx::query_as(sql))
-        .fetch_all(&mut conn)
-        .await?;
+    let mut tx = conn.begin().await?;
+    let done: Vec<Selected> = filter.bind(statement_as(sql)).fetch_all(&mut *tx).await?;
+    tx.commit().await?;
     if done.is_empty() {
         println!("no consumer dead letters in schema {schema} match; nothing to {verb}");
         return Ok(());
@@ -326,11 +325,16 @@ async fn select(
     filter: &Filter,
     limit: Option<i64>,
 ) -> Result<Vec<DeadLetter>, sqlx::Error> {
-    filter
-        .bind(sqlx::query_as(&q.inbox_dead_letter_list))
+    // A transaction of its own: behind a transaction pooler, parse and
+    // execute reach the same server session (postbox::sql::statement).
+    let mut tx = conn.begin().await?;
+    let rows = filter
+        .bind(statement_as(&q.inbox_dead_letter_list))
         .bind(limit)
-        .fetch_all(conn)
-        .await
+        .fetch_all(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(rows)
 }
 
 fn dead_letter_table(rows: &[DeadLetter]) -> String {

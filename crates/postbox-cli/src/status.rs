@@ -5,9 +5,10 @@ use crate::table::{clip, table};
 use crate::target::connect;
 use crate::CliError;
 use chrono::{DateTime, Utc};
-use postbox::sql::Queries;
+use postbox::sql::{statement_as, Queries};
 use postbox::{SchemaName, PARTITIONS};
 use serde::Serialize;
+use sqlx::Connection;
 use std::collections::BTreeMap;
 
 #[derive(clap::Args)]
@@ -114,22 +115,25 @@ pub async fn run(a: Args) -> Result<(), CliError> {
     let mut conn = connect(a.database_url.as_deref(), "postbox status").await?;
     let mut out = Vec::new();
     for schema in &schemas {
-        let read_path = read_path(&mut conn, schema).await?;
-        let wake_up = postbox::migrate::wake_up_in_force(&mut conn, schema)
+        // One transaction per schema: behind a transaction pooler, each
+        // statement's parse and execute reach the same server session
+        // (postbox::sql::statement), and the figures come from one snapshot.
+        let mut tx = conn.begin().await?;
+        let read_path = read_path(&mut tx, schema).await?;
+        let wake_up = postbox::migrate::wake_up_in_force(&mut tx, schema)
             .await?
             .unwrap_or_default()
             .as_str();
         let q = Queries::new(schema);
-        let topics: Vec<TopicStatus> = sqlx::query_as(&q.status_topics)
-            .fetch_all(&mut conn)
-            .await?;
-        let sessions: Vec<Session> = sqlx::query_as(&q.status_relays)
+        let topics: Vec<TopicStatus> = statement_as(&q.status_topics).fetch_all(&mut *tx).await?;
+        let sessions: Vec<Session> = statement_as(&q.status_relays)
             .bind(schema.as_str())
-            .fetch_all(&mut conn)
+            .fetch_all(&mut *tx)
             .await?;
-        let consumers: Vec<ConsumerStatus> = sqlx::query_as(&q.status_inbox_dead_letters)
-            .fetch_all(&mut conn)
+        let consumers: Vec<ConsumerStatus> = statement_as(&q.status_inbox_dead_letters)
+            .fetch_all(&mut *tx)
             .await?;
+        tx.commit().await?;
         let mut s = summarize(schema, read_path, wake_up, topics, sessions);
         s.consumer_dead_letters = consumers.iter().map(|c| c.dead_letters).sum();
         s.consumers = consumers;

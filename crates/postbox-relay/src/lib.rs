@@ -25,6 +25,7 @@ mod plan;
 mod relay;
 mod router;
 mod section;
+mod session_check;
 mod sink;
 mod stats;
 mod target;

@@ -30,6 +30,32 @@ pub enum RelayError {
     /// A configured schema has no outbox, or is older than this relay.
     #[error(transparent)]
     Schema(#[from] postbox::MigrateError),
+    /// The relay's sessions go through a pooler in transaction mode.
+    #[error("the relay's sessions to PostgreSQL at {url} go through a connection pooler in transaction mode: {evidence}. A relay keeps state in its session between transactions (advisory locks on its partitions, LISTEN, settings, prepared claims), and such a pooler hands the session to other clients after each one. Give the relay a URL to PostgreSQL itself, or through the pooler in session mode (PgBouncer: pool_mode = session for the relay's database entry); producers and consumers may keep the pooled URL")]
+    Pooled {
+        /// Redacted URL.
+        url: String,
+        /// What showed it.
+        evidence: String,
+    },
+    /// A worker's session changed its backend between transactions.
+    #[error("relay worker {worker}: its session's backend changed between two transactions (pid {before}, then {after}), as through a connection pooler in transaction mode. A relay keeps state in its session between transactions (advisory locks on its partitions, LISTEN, settings, prepared claims); it stopped rather than share partitions. Give the relay a URL to PostgreSQL itself, or through the pooler in session mode (PgBouncer: pool_mode = session for the relay's database entry)")]
+    SessionMoved {
+        /// `<schema>#<n>`.
+        worker: String,
+        /// The backend pid the session started with.
+        before: i32,
+        /// The one it answered from later.
+        after: i32,
+    },
+    /// The server of the URL takes no writes.
+    #[error("PostgreSQL at {url} is {why}: the relay marks or deletes the rows it sends, and cannot work on a server that takes no writes. Give it the primary's URL (or a host list with target_session_attrs=read-write)")]
+    ReadOnly {
+        /// Redacted URL.
+        url: String,
+        /// A standby, or `default_transaction_read_only`.
+        why: &'static str,
+    },
     /// A task of the running relay panicked: the relay stopped the others and
     /// cannot do its job.
     #[error("relay task {task} failed: {reason}; the relay stopped")]
@@ -174,6 +200,29 @@ impl Relay {
     /// something to retry.
     pub async fn preflight(&self) -> Result<(), RelayError> {
         let url = &self.config.database_url;
+        let schemas = self.config.validate()?;
+        let q = postbox::sql::Queries::new(&schemas[0]);
+        let unfit = crate::session_check::check(&self.servers, &q, self.config.session_timeout)
+            .await
+            .map_err(|source| RelayError::Connect {
+                url: url.redacted(),
+                source,
+            })?;
+        match unfit {
+            None => {}
+            Some(crate::session_check::Unfit::Pooled { evidence }) => {
+                return Err(RelayError::Pooled {
+                    url: url.redacted(),
+                    evidence,
+                })
+            }
+            Some(crate::session_check::Unfit::ReadOnly { why }) => {
+                return Err(RelayError::ReadOnly {
+                    url: url.redacted(),
+                    why,
+                })
+            }
+        }
         let mut conn = self
             .servers
             .connect("postbox-relay:preflight", self.config.session_timeout)
@@ -182,7 +231,7 @@ impl Relay {
                 url: url.redacted(),
                 source,
             })?;
-        for schema in self.config.validate()? {
+        for schema in schemas {
             postbox::migrate::ensure_migrated(&mut conn, &schema).await?;
         }
         let _ = conn.close().await;
@@ -239,7 +288,7 @@ impl Relay {
                     signals.clone(),
                     shutdown.clone(),
                 );
-                tasks.spawn(format!("worker {schema}#{n}"), worker.run());
+                tasks.spawn_fallible(format!("worker {schema}#{n}"), worker.run());
             }
         }
         tasks.spawn(
@@ -311,7 +360,7 @@ impl Relay {
 /// The relay's tasks by name, so a failure says which one it was.
 #[derive(Default)]
 struct Tasks {
-    set: JoinSet<()>,
+    set: JoinSet<Result<(), RelayError>>,
     names: HashMap<tokio::task::Id, String>,
 }
 
@@ -320,6 +369,19 @@ impl Tasks {
         &mut self,
         name: String,
         task: impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
+        self.spawn_fallible(name, async move {
+            task.await;
+            Ok(())
+        });
+    }
+
+    /// A task that may end with an error nothing can heal (a worker whose
+    /// session a pooler took over): the relay stops with it.
+    fn spawn_fallible(
+        &mut self,
+        name: String,
+        task: impl std::future::Future<Output = Result<(), RelayError>> + Send + 'static,
     ) {
         let id = self.set.spawn(task).id();
         self.names.insert(id, name);
@@ -333,8 +395,15 @@ impl Tasks {
         let mut failed = None;
         while let Some(res) = self.set.join_next_with_id().await {
             let (id, reason) = match res {
-                Ok((id, ())) => {
+                Ok((id, Ok(()))) => {
                     self.names.remove(&id);
+                    continue;
+                }
+                Ok((id, Err(e))) => {
+                    let task = self.names.remove(&id).unwrap_or_else(|| "unknown".into());
+                    tracing::error!(%task, error = %e, "relay task failed; stopping the relay");
+                    shutdown.cancel();
+                    failed.get_or_insert(e);
                     continue;
                 }
                 Err(e) => (e.id(), panic_message(e)),

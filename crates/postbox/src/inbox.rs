@@ -41,7 +41,7 @@ impl Inbox {
         consumer: &str,
         message_id: &str,
     ) -> Result<Receipt, InboxError> {
-        let done = sqlx::query(&self.queries.inbox_receive)
+        let done = crate::sql::statement(&self.queries.inbox_receive)
             .bind(consumer)
             .bind(message_id)
             .execute(conn)

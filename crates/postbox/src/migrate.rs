@@ -154,11 +154,12 @@ pub async fn wake_up_in_force(
     conn: &mut PgConnection,
     schema: &SchemaName,
 ) -> Result<Option<WakeUp>, sqlx::Error> {
-    let found: Option<String> = sqlx::query_scalar(&Queries::new(schema).notify_policy_current)
-        .bind(schema.as_str())
-        .fetch_optional(&mut *conn)
-        .await?
-        .flatten();
+    let found: Option<String> =
+        crate::sql::statement_scalar(&Queries::new(schema).notify_policy_current)
+            .bind(schema.as_str())
+            .fetch_optional(&mut *conn)
+            .await?
+            .flatten();
     Ok(found.and_then(|f| f.parse().ok()))
 }
 
@@ -286,7 +287,7 @@ async fn apply(
 ) -> Result<Report, MigrateError> {
     let q = Queries::new(schema);
     let mut tx = conn.begin().await?;
-    sqlx::query(&q.migrations_lock)
+    crate::sql::statement(&q.migrations_lock)
         .bind(schema.as_str())
         .execute(&mut *tx)
         .await?;
@@ -297,7 +298,7 @@ async fn apply(
     if notify == WakeUp::Logical {
         // CREATE PUBLICATION would only warn; without logical decoding the
         // relay could never follow it. Refuse before changing anything.
-        let found: String = sqlx::query_scalar(&q.server_wal_level)
+        let found: String = crate::sql::statement_scalar(&q.server_wal_level)
             .fetch_one(&mut *tx)
             .await?;
         if found != "logical" {
@@ -307,19 +308,19 @@ async fn apply(
             });
         }
     }
-    let exists: bool = sqlx::query_scalar(&q.schema_namespace_exists)
+    let exists: bool = crate::sql::statement_scalar(&q.schema_namespace_exists)
         .bind(schema.as_str())
         .fetch_one(&mut *tx)
         .await?;
     if !exists {
-        sqlx::query(&format!("CREATE SCHEMA {schema}"))
+        crate::sql::statement(&format!("CREATE SCHEMA {schema}"))
             .execute(&mut *tx)
             .await?;
     }
-    sqlx::query(&q.migrations_table_create)
+    crate::sql::statement(&q.migrations_table_create)
         .execute(&mut *tx)
         .await?;
-    let applied: Vec<(i32, String, String)> = sqlx::query_as(&q.migrations_list)
+    let applied: Vec<(i32, String, String)> = crate::sql::statement_as(&q.migrations_list)
         .fetch_all(&mut *tx)
         .await?;
 
@@ -353,7 +354,7 @@ async fn apply(
         .collect();
     for m in pending {
         sqlx::raw_sql(&m.sql).execute(&mut *tx).await?;
-        sqlx::query(&q.migrations_record)
+        crate::sql::statement(&q.migrations_record)
             .bind(m.version)
             .bind(m.name)
             .bind(&m.checksum)
@@ -379,18 +380,22 @@ pub async fn ensure_migrated(
     schema: &SchemaName,
 ) -> Result<(), MigrateError> {
     let q = Queries::new(schema);
-    let exists: bool = sqlx::query_scalar(&q.schema_exists)
+    // One transaction, so that behind a transaction pooler each statement's
+    // parse and execute reach the same session (crate::sql::statement).
+    let mut tx = conn.begin().await?;
+    let exists: bool = crate::sql::statement_scalar(&q.schema_exists)
         .bind(schema.as_str())
-        .fetch_one(&mut *conn)
+        .fetch_one(&mut *tx)
         .await?;
     if !exists {
         return Err(MigrateError::SchemaNotMigrated {
             schema: schema.to_string(),
         });
     }
-    let found: i32 = sqlx::query_scalar(&q.migrations_latest)
-        .fetch_one(&mut *conn)
+    let found: i32 = crate::sql::statement_scalar(&q.migrations_latest)
+        .fetch_one(&mut *tx)
         .await?;
+    tx.commit().await?;
     let expected = FILES.last().map_or(0, |f| f.0);
     if found < expected {
         return Err(MigrateError::SchemaOutdated {

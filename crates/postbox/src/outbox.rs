@@ -135,7 +135,7 @@ impl Outbox {
         event: Event,
     ) -> Result<Enqueued, EnqueueError> {
         event.validate()?;
-        let (id, event_id): (i64, Uuid) = sqlx::query_as(&self.queries.outbox_insert)
+        let (id, event_id): (i64, Uuid) = crate::sql::statement_as(&self.queries.outbox_insert)
             .bind(event.event_id.unwrap_or_else(Uuid::now_v7))
             .bind(&event.topic)
             .bind(&event.event)
@@ -177,7 +177,7 @@ impl Outbox {
             payloads.push(e.payload);
             headers.push(e.headers);
         }
-        let rows: Vec<(i64, Uuid)> = sqlx::query_as(&self.queries.outbox_insert_many)
+        let rows: Vec<(i64, Uuid)> = crate::sql::statement_as(&self.queries.outbox_insert_many)
             .bind(ids)
             .bind(topics)
             .bind(types)

@@ -242,7 +242,7 @@ impl Servers {
 
 /// Whether this session may write: not a standby, not read-only by default.
 async fn accepts_writes(c: &mut PgConnection) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar(
+    crate::sql::statement_scalar(
         "SELECT NOT (pg_is_in_recovery() OR current_setting('default_transaction_read_only')::bool)",
     )
     .fetch_one(&mut *c)

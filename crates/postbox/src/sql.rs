@@ -12,6 +12,39 @@
 //! `outbox_claim_delete.sql`).
 
 use crate::{SchemaName, PARTITIONS};
+use sqlx::postgres::{PgArguments, PgRow, Postgres};
+use sqlx::query::{Query, QueryAs, QueryScalar};
+use sqlx::FromRow;
+
+/// A statement of producers, consumers and the command line, sent as the
+/// *unnamed* prepared statement (sqlx's `persistent(false)`), which lives
+/// until the next statement of the same transaction. A named one (sqlx's
+/// default, `sqlx_s_N`) belongs to the server session that prepared it:
+/// behind a pooler in transaction mode (PgBouncer before 1.21, most hosted
+/// PostgreSQL) the next transaction may run in another session, where it
+/// is missing or another client's. These statements run in a transaction,
+/// so parse and execute reach the same session. The relay keeps named
+/// statements (its claim is planned once per session) and needs a session
+/// of its own anyway (docs: operations/managed-postgres.md).
+pub fn statement(sql: &str) -> Query<'_, Postgres, PgArguments> {
+    sqlx::query(sql).persistent(false)
+}
+
+/// [`statement`] whose rows decode into `O`.
+pub fn statement_as<O>(sql: &str) -> QueryAs<'_, Postgres, O, PgArguments>
+where
+    O: for<'r> FromRow<'r, PgRow>,
+{
+    sqlx::query_as(sql).persistent(false)
+}
+
+/// [`statement`] returning one column.
+pub fn statement_scalar<O>(sql: &str) -> QueryScalar<'_, Postgres, O, PgArguments>
+where
+    (O,): for<'r> FromRow<'r, PgRow>,
+{
+    sqlx::query_scalar(sql).persistent(false)
+}
 
 macro_rules! queries {
     ($($name:ident),* $(,)?) => {
@@ -96,6 +129,7 @@ queries!(
     status_topics,
     status_relays,
     status_inbox_dead_letters,
+    session_facts,
 );
 
 /// Fill the `{schema}` and `{publication}` placeholders. `schema` is

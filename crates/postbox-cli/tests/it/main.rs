@@ -16,6 +16,7 @@ mod fuzz_seeds;
 mod inbox;
 mod kafka;
 mod logical;
+mod managed_postgres;
 mod migrate;
 mod nats;
 mod node_interop;

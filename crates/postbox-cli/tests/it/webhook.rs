@@ -9,17 +9,17 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+pub(crate) const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
 /// `tests/node/webhook_receiver.mjs` on a free port, its request lines collected.
-struct Receiver {
-    port: u16,
+pub(crate) struct Receiver {
+    pub(crate) port: u16,
     seen: Arc<Mutex<Vec<Value>>>,
     _child: tokio::process::Child,
 }
 
 impl Receiver {
-    async fn start(tls: Option<&std::path::Path>) -> Receiver {
+    pub(crate) async fn start(tls: Option<&std::path::Path>) -> Receiver {
         use tokio::io::AsyncBufReadExt;
         let port = postbox_testkit::free_port();
         let dir =
@@ -58,7 +58,7 @@ impl Receiver {
         }
     }
 
-    fn seen(&self, mode: &str) -> Vec<Value> {
+    pub(crate) fn seen(&self, mode: &str) -> Vec<Value> {
         self.seen
             .lock()
             .unwrap()

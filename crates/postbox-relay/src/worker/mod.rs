@@ -11,6 +11,7 @@ mod ownership;
 
 pub(crate) use crew::Crew;
 
+use crate::session_check::backend_pid;
 use crate::wake::{SchemaSignals, WakeRx};
 use crate::{Backoff, Config, Destination, Stats};
 use postbox::{sql::Queries, SchemaName, PARTITIONS};
@@ -166,7 +167,7 @@ impl Worker {
         }
     }
 
-    pub(crate) async fn run(mut self) {
+    pub(crate) async fn run(mut self) -> Result<(), crate::RelayError> {
         self.failpoint.worker_started();
         let transient = Backoff {
             base: self.config.backoff_min,
@@ -175,7 +176,7 @@ impl Worker {
         let mut failures = 0u32;
         let silent = self.config.session_timeout;
         while !self.shutdown.is_cancelled() {
-            let mut conn = match answered(silent, "connecting", self.connect()).await {
+            let (mut conn, backend) = match answered(silent, "connecting", self.connect()).await {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::warn!(schema = %self.schema, error = %e, "relay worker cannot reach PostgreSQL; retrying");
@@ -194,6 +195,8 @@ impl Worker {
             // A new session holds no armed locks: arm again before sleeping.
             self.armed.clear();
             let mut last_activity = Instant::now();
+            // The backend this session answered from later, if not `backend`.
+            let mut moved = None;
             let result: Result<(), sqlx::Error> = async {
                 let mut rebalance_now = false;
                 while !self.shutdown.is_cancelled() {
@@ -207,6 +210,14 @@ impl Worker {
                         self.rebalance.borrow_and_update();
                         rebalance_now = false;
                         // Newly taken partitions may hold a backlog: claim now.
+                        // Still a session of its own, before taking any lock
+                        // (session_check.rs).
+                        let now = answered(silent, "rebalancing", backend_pid(&mut conn, &self.q))
+                            .await?;
+                        if now != backend {
+                            moved = Some(now);
+                            break;
+                        }
                         claim_now |=
                             answered(silent, "rebalancing", self.rebalance(&mut conn)).await?;
                         next_rebalance = Instant::now() + self.config.rebalance_interval;
@@ -274,6 +285,18 @@ impl Worker {
             }
             .await;
             self.crew.online(self.n, false);
+            if let Some(after) = moved {
+                // Nothing more through this session: through a pooler, even
+                // a release would reach another client's backend.
+                drop(conn);
+                self.stats.owned.fetch_sub(self.owned.len() as i64, Relaxed);
+                self.owned.clear();
+                return Err(crate::RelayError::SessionMoved {
+                    worker: format!("{}#{}", self.schema, self.n),
+                    before: backend,
+                    after,
+                });
+            }
             match result {
                 Ok(()) => {
                     // Closing the session would release the locks too, but the
@@ -299,6 +322,7 @@ impl Worker {
                 }
             }
         }
+        Ok(())
     }
 
     /// Sleep, but wake early on shutdown.

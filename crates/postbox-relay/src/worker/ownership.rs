@@ -18,7 +18,9 @@ use std::sync::atomic::Ordering::Relaxed;
 impl Worker {
     /// A session that counts as a member of the schema's relays, the others
     /// told to make room for it.
-    pub(super) async fn connect(&self) -> Result<PgConnection, sqlx::Error> {
+    /// Also returns the session's backend pid, which a session of its own
+    /// keeps (`session_check.rs`).
+    pub(super) async fn connect(&self) -> Result<(PgConnection, i32), sqlx::Error> {
         let mut conn = self
             .servers
             .connect(&self.app_name, self.config.session_timeout)
@@ -37,7 +39,8 @@ impl Worker {
             .execute(&mut conn)
             .await?;
         self.signal_rebalance(&mut conn).await?;
-        Ok(conn)
+        let backend = crate::session_check::backend_pid(&mut conn, &self.q).await?;
+        Ok((conn, backend))
     }
 
     /// Hold this worker's share of the partitions: give back the excess (we

@@ -17,9 +17,15 @@
 -- claim of a worker owning many partitions (two branches each) is costed above
 -- jit_above_cost, and PostgreSQL compiles it again at every execution; with 64
 -- partitions that took 6 to 40 s per claim against 20 to 35 ms without it
--- (docs: benchmarks.md, "JIT and the merge claim"). Session-level settings:
--- nothing outside this session changes.
+-- (docs: benchmarks.md, "JIT and the merge claim"). The server's own
+-- statement_timeout and lock_timeout (hosted databases set them low, for
+-- their applications) give way to $1 too: the relay abandons a statement
+-- unanswered after $1 anyway, and a claim of a large backlog cut short at
+-- every try would never finish (docs: operations/managed-postgres.md).
+-- Session-level settings: nothing outside this session changes.
 SELECT set_config('idle_in_transaction_session_timeout', $1::text, false),
+       set_config('statement_timeout', $1::text, false),
+       set_config('lock_timeout', $1::text, false),
        CASE WHEN current_setting('server_version_num')::int >= 140000
             THEN set_config('idle_session_timeout', $1::text, false) END,
        set_config('tcp_keepalives_idle', greatest(1, $1::int / 3000)::text, false),

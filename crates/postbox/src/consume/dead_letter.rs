@@ -44,7 +44,10 @@ impl InboxConsumer {
         error: &str,
         failing_for: std::time::Duration,
     ) -> Result<(), sqlx::Error> {
-        sqlx::query(&self.inbox.queries.inbox_dead_letter_record)
+        // In a transaction, as every statement of the library: behind a
+        // transaction pooler, parse and execute then reach one session.
+        let mut tx = self.pool.begin().await?;
+        crate::sql::statement(&self.inbox.queries.inbox_dead_letter_record)
             .bind(&*self.name)
             .bind(&msg.id)
             .bind(&msg.topic)
@@ -56,9 +59,9 @@ impl InboxConsumer {
             .bind(i32::try_from(attempts).unwrap_or(i32::MAX))
             .bind(error)
             .bind(failing_for.as_secs_f64())
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?;
-        Ok(())
+        tx.commit().await
     }
 
     /// Run the oldest dead letter waiting for a replay, if any: its effect,
@@ -66,7 +69,7 @@ impl InboxConsumer {
     pub(super) async fn replay_one<H: Handler>(&self, handler: &H) -> Result<bool, sqlx::Error> {
         let q = &self.inbox.queries;
         let mut tx = self.pool.begin().await?;
-        let claimed: Option<Claimed> = sqlx::query_as(&q.inbox_dead_letter_claim)
+        let claimed: Option<Claimed> = crate::sql::statement_as(&q.inbox_dead_letter_claim)
             .bind(&*self.name)
             .fetch_optional(&mut *tx)
             .await?;
@@ -87,19 +90,21 @@ impl InboxConsumer {
                         AttemptError::Database(db) => return Err(db),
                         AttemptError::Handler(h) => report::chain(&*h),
                     };
-                    let _ = tx.rollback().await;
-                    sqlx::query(&q.inbox_dead_letter_failed_again)
+                    tx.rollback().await?;
+                    let mut tx = self.pool.begin().await?;
+                    crate::sql::statement(&q.inbox_dead_letter_failed_again)
                         .bind(id)
                         .bind(&e)
-                        .execute(&self.pool)
+                        .execute(&mut *tx)
                         .await?;
+                    tx.commit().await?;
                     metrics::counter!("postbox_inbox_replays_total", "consumer" => self.name.to_string(), "outcome" => "failed").increment(1);
                     report::replay_failed(&self.name, &msg, &e);
                     return Ok(true);
                 }
             },
         };
-        sqlx::query(&q.inbox_dead_letter_delete)
+        crate::sql::statement(&q.inbox_dead_letter_delete)
             .bind(id)
             .execute(&mut *tx)
             .await?;

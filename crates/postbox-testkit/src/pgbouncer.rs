@@ -1,0 +1,155 @@
+//! A PgBouncer of a test's own, in front of the test database.
+
+use crate::{free_port, suffix, wait_until};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Debian's `pgbouncer` on a free port in **transaction** pooling mode (a
+/// server connection belongs to a client only for one transaction, as on
+/// most hosted PostgreSQL), in front of the server of `DATABASE_URL`, with a
+/// small pool so that clients share server connections. Trust
+/// authentication for `postgres`, `root` and the users given (it logs in to
+/// the server with the password of `DATABASE_URL`'s user); PgBouncer refuses
+/// to run as root, so it runs as `postgres`.
+pub struct PgBouncer {
+    port: u16,
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+impl PgBouncer {
+    /// Start one that lets `users` (beside `postgres` and `root`) in, and wait
+    /// until it accepts connections.
+    pub async fn start(users: &[&str]) -> Self {
+        let port = free_port();
+        let dir = std::env::temp_dir().join(format!("postbox-pgbouncer-{port}-{}", suffix()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let server = server();
+        let (host, server_port) = (server.get_host().to_string(), server.get_port());
+        std::fs::write(
+            dir.join("pgbouncer.ini"),
+            format!(
+                "[databases]\n* = host={host} port={server_port}\n\
+                 [pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\n\
+                 unix_socket_dir =\nauth_type = trust\nauth_file = {users}\n\
+                 pool_mode = transaction\ndefault_pool_size = 4\nmax_client_conn = 500\n\
+                 ignore_startup_parameters = extra_float_digits\n\
+                 logfile = {log}\n",
+                users = dir.join("users.txt").display(),
+                log = dir.join("pgbouncer.log").display(),
+            ),
+        )
+        .unwrap();
+        // The password of DATABASE_URL's user (a fresh machine's server asks
+        // for one over TCP) is the one PgBouncer logs in to the server with.
+        let server_url = url::Url::parse(&crate::database_url()).expect("DATABASE_URL is a URL");
+        let password = |u: &str| {
+            if u == server_url.username() {
+                server_url.password().unwrap_or("").to_string()
+            } else {
+                String::new()
+            }
+        };
+        let list: String = ["postgres", "root"]
+            .iter()
+            .chain(users)
+            .map(|u| format!("\"{u}\" \"{}\"\n", password(u)))
+            .collect();
+        std::fs::write(dir.join("users.txt"), list).unwrap();
+        // Readable, and its log writable, by the user it runs as.
+        Command::new("chmod")
+            .args(["-R", "a+rwX"])
+            .arg(&dir)
+            .status()
+            .expect("chmod");
+        let mut s = PgBouncer {
+            port,
+            dir,
+            child: None,
+        };
+        s.restart().await;
+        s
+    }
+
+    /// `postgres://postgres@127.0.0.1:<port>/<database of DATABASE_URL>`.
+    pub fn url(&self) -> String {
+        self.url_as("postgres")
+    }
+
+    /// The URL through this pooler as `user` (trusted, no password).
+    pub fn url_as(&self, user: &str) -> String {
+        let server = server();
+        let db = server.get_database().unwrap_or("postgres");
+        format!("postgres://{user}@127.0.0.1:{}/{db}", self.port)
+    }
+
+    /// (Re)start on the same port, with empty pools.
+    pub async fn restart(&mut self) {
+        assert!(self.child.is_none(), "pgbouncer already running");
+        let (user, cmd) = if is_root() {
+            (vec!["-u", "postgres"], "pgbouncer")
+        } else {
+            (vec![], "pgbouncer")
+        };
+        let bin = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer"]
+            .into_iter()
+            .find(|p| std::path::Path::new(p).exists())
+            .unwrap_or(cmd);
+        let child = Command::new(bin)
+            .args(user)
+            .arg(self.dir.join("pgbouncer.ini"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot start {bin}: {e} (./scripts/test.sh installs Debian's pgbouncer)")
+            });
+        self.child = Some(child);
+        let port = self.port;
+        wait_until(
+            Duration::from_secs(10),
+            "pgbouncer to listen",
+            || async move {
+                tokio::net::TcpStream::connect(("127.0.0.1", port))
+                    .await
+                    .is_ok()
+            },
+        )
+        .await;
+    }
+
+    /// Kill it (every client connection breaks, every server connection is closed).
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Its log, for a failing test's message.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("pgbouncer.log")).unwrap_or_default()
+    }
+}
+
+fn server() -> sqlx::postgres::PgConnectOptions {
+    crate::database_url()
+        .parse()
+        .expect("DATABASE_URL is a PostgreSQL URL")
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+impl Drop for PgBouncer {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
