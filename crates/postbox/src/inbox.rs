@@ -1,7 +1,8 @@
 //! The consumer side: record each received message once, in the transaction of its effect.
 
 use crate::error::{InboxError, InvalidIdentifier};
-use crate::{sql::Queries, SchemaName, DEFAULT_SCHEMA};
+use crate::sql::{Queries, Statements};
+use crate::{SchemaName, DEFAULT_SCHEMA};
 use sqlx::PgConnection;
 use std::sync::{Arc, OnceLock};
 
@@ -19,6 +20,7 @@ pub enum Receipt {
 pub struct Inbox {
     pub(crate) queries: Arc<Queries>,
     schema: SchemaName,
+    statements: Statements,
 }
 
 impl Inbox {
@@ -28,7 +30,17 @@ impl Inbox {
         Ok(Inbox {
             queries: Arc::new(Queries::new(&schema)),
             schema,
+            statements: Statements::Named,
         })
+    }
+
+    /// How the receipt is prepared on your connection: [`Statements::Unnamed`]
+    /// behind a pooler in transaction mode, else the default,
+    /// [`Statements::Named`]. The rest of the inbox loop (dead letters, their
+    /// replay) always sends unnamed statements.
+    pub fn statements(mut self, statements: Statements) -> Self {
+        self.statements = statements;
+        self
     }
 
     /// Record `message_id` for `consumer` on `conn` (pass `&mut *tx`).
@@ -41,7 +53,8 @@ impl Inbox {
         consumer: &str,
         message_id: &str,
     ) -> Result<Receipt, InboxError> {
-        let done = crate::sql::statement(&self.queries.inbox_receive)
+        let done = sqlx::query(&self.queries.inbox_receive)
+            .persistent(self.statements.persistent())
             .bind(consumer)
             .bind(message_id)
             .execute(conn)

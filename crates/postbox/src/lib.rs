@@ -45,6 +45,7 @@ pub use inbox::{Inbox, Receipt};
 pub use message::Message;
 pub use outbox::{enqueue, enqueue_many, Enqueued, Event, Outbox};
 pub use servers::{Servers, ServersError};
+pub use sql::Statements;
 /// The shutdown token every consumer loop takes.
 pub use tokio_util::sync::CancellationToken;
 pub use trace::{InvalidTraceparent, TraceContext};

@@ -1,7 +1,8 @@
 //! The producer side: write events into the outbox inside the caller's transaction.
 
 use crate::error::{EnqueueError, InvalidEvent, InvalidIdentifier};
-use crate::{sql::Queries, SchemaName, DEFAULT_SCHEMA};
+use crate::sql::{Queries, Statements};
+use crate::{SchemaName, DEFAULT_SCHEMA};
 use serde_json::Value;
 use sqlx::PgConnection;
 use std::sync::{Arc, OnceLock};
@@ -110,6 +111,7 @@ pub struct Enqueued {
 pub struct Outbox {
     schema: SchemaName,
     queries: Arc<Queries>,
+    statements: Statements,
 }
 
 impl Outbox {
@@ -119,7 +121,16 @@ impl Outbox {
         Ok(Outbox {
             queries: Arc::new(Queries::new(&schema)),
             schema,
+            statements: Statements::Named,
         })
+    }
+
+    /// How the insert is prepared on your connection: [`Statements::Unnamed`]
+    /// behind a pooler in transaction mode (PgBouncer, RDS Proxy, a hosted
+    /// database's pooled URL), else the default, [`Statements::Named`].
+    pub fn statements(mut self, statements: Statements) -> Self {
+        self.statements = statements;
+        self
     }
 
     /// The schema.
@@ -135,7 +146,8 @@ impl Outbox {
         event: Event,
     ) -> Result<Enqueued, EnqueueError> {
         event.validate()?;
-        let (id, event_id): (i64, Uuid) = crate::sql::statement_as(&self.queries.outbox_insert)
+        let (id, event_id): (i64, Uuid) = sqlx::query_as(&self.queries.outbox_insert)
+            .persistent(self.statements.persistent())
             .bind(event.event_id.unwrap_or_else(Uuid::now_v7))
             .bind(&event.topic)
             .bind(&event.event)
@@ -177,7 +189,8 @@ impl Outbox {
             payloads.push(e.payload);
             headers.push(e.headers);
         }
-        let rows: Vec<(i64, Uuid)> = crate::sql::statement_as(&self.queries.outbox_insert_many)
+        let rows: Vec<(i64, Uuid)> = sqlx::query_as(&self.queries.outbox_insert_many)
+            .persistent(self.statements.persistent())
             .bind(ids)
             .bind(topics)
             .bind(types)

@@ -16,16 +16,40 @@ use sqlx::postgres::{PgArguments, PgRow, Postgres};
 use sqlx::query::{Query, QueryAs, QueryScalar};
 use sqlx::FromRow;
 
-/// A statement of producers, consumers and the command line, sent as the
-/// *unnamed* prepared statement (sqlx's `persistent(false)`), which lives
-/// until the next statement of the same transaction. A named one (sqlx's
-/// default, `sqlx_s_N`) belongs to the server session that prepared it:
-/// behind a pooler in transaction mode (PgBouncer before 1.21, most hosted
-/// PostgreSQL) the next transaction may run in another session, where it
-/// is missing or another client's. These statements run in a transaction,
-/// so parse and execute reach the same session. The relay keeps named
-/// statements (its claim is planned once per session) and needs a session
-/// of its own anyway (docs: operations/managed-postgres.md).
+/// How the statements of the hot paths ([`Outbox::enqueue`](crate::Outbox::enqueue),
+/// [`Inbox::receive`](crate::Inbox::receive)) are prepared on your connection.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Statements {
+    /// Named and kept per session (sqlx's default): parsed and planned once
+    /// per connection. For a direct connection, a pooler in session mode, or
+    /// PgBouncer 1.21 and later with `max_prepared_statements` set.
+    #[default]
+    Named,
+    /// The unnamed prepared statement, parsed at every call: for a pooler in
+    /// transaction mode, where a named statement may be missing from, or
+    /// another client's in, the session the next transaction gets. It costs
+    /// a producer about a quarter of its transactions per second
+    /// (docs: benchmarks.md, "Unnamed statements").
+    Unnamed,
+}
+
+impl Statements {
+    pub(crate) fn persistent(self) -> bool {
+        self == Statements::Named
+    }
+}
+
+/// A statement postbox sends seldom (dead letters, migrations, the command
+/// line's), whatever the connection: the *unnamed* prepared statement
+/// (sqlx's `persistent(false)`), which lives until the next statement of
+/// the same transaction. A named one (sqlx's default, `sqlx_s_N`) belongs to
+/// the server session that prepared it: behind a pooler in transaction mode
+/// (PgBouncer before 1.21, most hosted PostgreSQL) the next transaction may
+/// run in another session, where it is missing or another client's. These
+/// statements run in a transaction, so parse and execute reach the same
+/// session. The relay keeps named statements (its claim is planned once per
+/// session) and needs a session of its own anyway (docs:
+/// operations/managed-postgres.md).
 pub fn statement(sql: &str) -> Query<'_, Postgres, PgArguments> {
     sqlx::query(sql).persistent(false)
 }

@@ -84,7 +84,8 @@ async fn producers_consumers_and_the_command_line_work_through_a_transaction_poo
     // Producers: eight connections share the pool's four server sessions.
     let mut producers = tokio::task::JoinSet::new();
     for c in 0..8 {
-        let (url, outbox, queue) = (url.clone(), ctx.outbox.clone(), ctx.queue.clone());
+        let outbox = ctx.outbox.clone().statements(postbox::Statements::Unnamed);
+        let (url, queue) = (url.clone(), ctx.queue.clone());
         producers.spawn(async move {
             let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
             for i in 0..10 {
@@ -152,13 +153,19 @@ async fn producers_consumers_and_the_command_line_work_through_a_transaction_poo
         .await
         .unwrap();
     let consumer = Arc::new(
-        postbox::InboxConsumer::new(pool, postbox::Inbox::new(&ctx.schema).unwrap(), "pooled")
-            .retry(RetryPolicy {
-                attempts: 2,
-                backoff: Duration::from_millis(10),
-                backoff_max: Duration::from_millis(20),
-            })
-            .replay_poll(Duration::from_millis(100)),
+        postbox::InboxConsumer::new(
+            pool,
+            postbox::Inbox::new(&ctx.schema)
+                .unwrap()
+                .statements(postbox::Statements::Unnamed),
+            "pooled",
+        )
+        .retry(RetryPolicy {
+            attempts: 2,
+            backoff: Duration::from_millis(10),
+            backoff_max: Duration::from_millis(20),
+        })
+        .replay_poll(Duration::from_millis(100)),
     );
     let handler = Arc::new(Effects {
         insert: format!("INSERT INTO {}.effects (seq) VALUES ($1)", ctx.schema),
