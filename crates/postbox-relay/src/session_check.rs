@@ -95,13 +95,6 @@ fn judge(a1: i32, b: i32, a2: i32) -> Option<String> {
     }
 }
 
-/// The backend pid of a worker's session, looked at again at each
-/// rebalance: a pooler put in front of the server later, or a session
-/// handed over, shows as a change.
-pub(crate) async fn backend_pid(conn: &mut PgConnection, q: &Queries) -> Result<i32, sqlx::Error> {
-    Ok(facts(conn, q).await?.pid)
-}
-
 #[cfg(test)]
 mod tests {
     use super::judge;

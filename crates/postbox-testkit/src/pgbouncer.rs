@@ -26,7 +26,10 @@ impl PgBouncer {
         let dir = std::env::temp_dir().join(format!("postbox-pgbouncer-{port}-{}", suffix()));
         std::fs::create_dir_all(&dir).unwrap();
         let server = server();
-        let (host, server_port) = (server.get_host().to_string(), server.get_port());
+        let (host, server_port) = (
+            server.host_str().unwrap_or("127.0.0.1").to_string(),
+            server.port().unwrap_or(5432),
+        );
         std::fs::write(
             dir.join("pgbouncer.ini"),
             format!(
@@ -43,10 +46,9 @@ impl PgBouncer {
         .unwrap();
         // The password of DATABASE_URL's user (a fresh machine's server asks
         // for one over TCP) is the one PgBouncer logs in to the server with.
-        let server_url = url::Url::parse(&crate::database_url()).expect("DATABASE_URL is a URL");
         let password = |u: &str| {
-            if u == server_url.username() {
-                server_url.password().unwrap_or("").to_string()
+            if u == server.username() {
+                server.password().unwrap_or("").to_string()
             } else {
                 String::new()
             }
@@ -80,22 +82,23 @@ impl PgBouncer {
     /// The URL through this pooler as `user` (trusted, no password).
     pub fn url_as(&self, user: &str) -> String {
         let server = server();
-        let db = server.get_database().unwrap_or("postgres");
+        let db = server.path().trim_start_matches('/');
+        let db = if db.is_empty() { "postgres" } else { db };
         format!("postgres://{user}@127.0.0.1:{}/{db}", self.port)
     }
 
     /// (Re)start on the same port, with empty pools.
     pub async fn restart(&mut self) {
         assert!(self.child.is_none(), "pgbouncer already running");
-        let (user, cmd) = if is_root() {
-            (vec!["-u", "postgres"], "pgbouncer")
+        let user: &[&str] = if crate::postgres::running_as_root() {
+            &["-u", "postgres"]
         } else {
-            (vec![], "pgbouncer")
+            &[]
         };
         let bin = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer"]
             .into_iter()
             .find(|p| std::path::Path::new(p).exists())
-            .unwrap_or(cmd);
+            .unwrap_or("pgbouncer");
         let child = Command::new(bin)
             .args(user)
             .arg(self.dir.join("pgbouncer.ini"))
@@ -133,18 +136,8 @@ impl PgBouncer {
     }
 }
 
-fn server() -> sqlx::postgres::PgConnectOptions {
-    crate::database_url()
-        .parse()
-        .expect("DATABASE_URL is a PostgreSQL URL")
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false)
+fn server() -> url::Url {
+    url::Url::parse(&crate::database_url()).expect("DATABASE_URL is a URL")
 }
 
 impl Drop for PgBouncer {

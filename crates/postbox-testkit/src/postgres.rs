@@ -246,7 +246,7 @@ impl Drop for PgCluster {
 }
 
 /// Whether this process runs as root (initdb must then run as `postgres`).
-fn running_as_root() -> bool {
+pub(crate) fn running_as_root() -> bool {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }

@@ -11,7 +11,6 @@ mod ownership;
 
 pub(crate) use crew::Crew;
 
-use crate::session_check::backend_pid;
 use crate::wake::{SchemaSignals, WakeRx};
 use crate::{Backoff, Config, Destination, Stats};
 use postbox::{sql::Queries, SchemaName, PARTITIONS};
@@ -209,17 +208,17 @@ impl Worker {
                     if rebalance_now || Instant::now() >= next_rebalance {
                         self.rebalance.borrow_and_update();
                         rebalance_now = false;
-                        // Newly taken partitions may hold a backlog: claim now.
-                        // Still a session of its own, before taking any lock
-                        // (session_check.rs).
-                        let now = answered(silent, "rebalancing", backend_pid(&mut conn, &self.q))
-                            .await?;
-                        if now != backend {
-                            moved = Some(now);
-                            break;
+                        match answered(silent, "rebalancing", self.rebalance(&mut conn, backend))
+                            .await?
+                        {
+                            // Newly taken partitions may hold a backlog: claim now.
+                            ownership::Rebalanced::Acquired => claim_now = true,
+                            ownership::Rebalanced::Unchanged => {}
+                            ownership::Rebalanced::SessionMoved { now } => {
+                                moved = Some(now);
+                                break;
+                            }
                         }
-                        claim_now |=
-                            answered(silent, "rebalancing", self.rebalance(&mut conn)).await?;
                         next_rebalance = Instant::now() + self.config.rebalance_interval;
                     }
                     if !(claim_now || Instant::now() >= next_poll) {

@@ -15,6 +15,16 @@ use postbox::PARTITIONS;
 use sqlx::PgConnection;
 use std::sync::atomic::Ordering::Relaxed;
 
+/// What a rebalance tick found.
+pub(super) enum Rebalanced {
+    /// Partitions were taken over: they may hold a backlog.
+    Acquired,
+    /// Nothing new to claim from.
+    Unchanged,
+    /// The session answered from another backend than it started with.
+    SessionMoved { now: i32 },
+}
+
 impl Worker {
     /// A session that counts as a member of the schema's relays, the others
     /// told to make room for it.
@@ -34,23 +44,30 @@ impl Worker {
             )
             .execute(&mut conn)
             .await?;
-        sqlx::query(&self.q.relay_member_join)
+        let (_, backend): (bool, i32) = sqlx::query_as(&self.q.relay_member_join)
             .bind(self.schema.as_str())
-            .execute(&mut conn)
+            .fetch_one(&mut conn)
             .await?;
         self.signal_rebalance(&mut conn).await?;
-        let backend = crate::session_check::backend_pid(&mut conn, &self.q).await?;
         Ok((conn, backend))
     }
 
     /// Hold this worker's share of the partitions: give back the excess (we
     /// are between batches, so nothing of them is in flight), take free ones.
-    /// Returns whether partitions were acquired.
-    pub(super) async fn rebalance(&mut self, conn: &mut PgConnection) -> Result<bool, sqlx::Error> {
-        let members: i64 = sqlx::query_scalar(&self.q.relay_member_count)
+    /// First, before any lock is taken or given back, check that the session
+    /// still answers from `backend` (`session_check.rs`).
+    pub(super) async fn rebalance(
+        &mut self,
+        conn: &mut PgConnection,
+        backend: i32,
+    ) -> Result<Rebalanced, sqlx::Error> {
+        let (members, now): (i64, i32) = sqlx::query_as(&self.q.relay_member_count)
             .bind(self.schema.as_str())
             .fetch_one(&mut *conn)
             .await?;
+        if now != backend {
+            return Ok(Rebalanced::SessionMoved { now });
+        }
         let target = self
             .crew
             .share(self.n, target_share(PARTITIONS as usize, members as usize));
@@ -87,10 +104,10 @@ impl Worker {
                 self.owned.extend(got);
                 // Taken over from a worker that left, they may hold a backlog.
                 self.keeping_up = false;
-                return Ok(true);
+                return Ok(Rebalanced::Acquired);
             }
         }
-        Ok(false)
+        Ok(Rebalanced::Unchanged)
     }
 
     /// Stopping cleanly: give everything back, then tell the others, so they

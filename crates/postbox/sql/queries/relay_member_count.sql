@@ -1,4 +1,4 @@
-SELECT count(*)
+SELECT count(*), pg_backend_pid()
   FROM pg_locks
  WHERE locktype = 'advisory'
    AND granted
