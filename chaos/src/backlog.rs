@@ -87,7 +87,9 @@ pub async fn watch_drain(w: &World, port: u16, timeout: Duration) -> Result<bool
         .iter()
         .map(|f| format!("{:.0}% {:.1}", f * 100.0, at(*f)))
         .collect();
-    let peak = samples.iter().map(|s| s.2).fold(0.0, f64::max);
+    let (peak, peak_left) = samples
+        .iter()
+        .fold((0.0, 0), |m, s| if s.2 > m.0 { (s.2, s.1) } else { m });
     let gauge_peak = samples.iter().filter_map(|s| s.3).fold(0.0, f64::max);
     let gauge_seen = samples.iter().filter(|s| s.3.is_some()).count();
     println!(
@@ -95,7 +97,11 @@ pub async fn watch_drain(w: &World, port: u16, timeout: Duration) -> Result<bool
         EVENTS as f64 / drained,
         samples.len()
     );
-    println!("relay RSS (MB) by share drained: {}", profile.join(", "));
+    println!(
+        "relay RSS (MB) by share drained: {}; the peak at {:.0}% drained",
+        profile.join(", "),
+        100.0 * (1.0 - peak_left as f64 / EVENTS as f64)
+    );
     let flat = peak <= tenth + FLAT_MB;
     let gauge_ok = gauge_peak >= EVENTS as f64 * 0.5;
     Ok(unsent == 0 && flat && gauge_ok)

@@ -17,18 +17,25 @@ const FILLER_TOPIC: &str = "horizon-filler";
 /// The bound on the filler's lag p99 during the hold for a clean verdict.
 const LAG_BOUND_MS: f64 = 1000.0;
 
-/// Writes filler events until dropped.
-struct Filler(tokio::task::JoinHandle<Result<u64, sqlx::Error>>);
+/// Writes filler events until stopped.
+struct Filler {
+    task: tokio::task::JoinHandle<Result<u64, sqlx::Error>>,
+    stop: tokio::sync::watch::Sender<bool>,
+}
 
 impl Filler {
     fn start(w: &World) -> Filler {
         let (pool, schema) = (w.admin.clone(), w.consumers.schema.clone());
-        Filler(tokio::spawn(async move {
+        let (stop, mut stopped) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(async move {
             let every = Duration::from_micros(1_000_000 * FILLER_BATCH / FILLER_RATE);
             let mut tick = tokio::time::interval(every);
             let mut n = 0u64;
             loop {
-                tick.tick().await;
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    _ = stopped.changed() => return Ok(n),
+                }
                 sqlx::query(&format!(
                     "INSERT INTO {schema}.outbox (topic, event, key, payload)
                      SELECT $1, 'filler', 'k' || ((($2::bigint) + g) % 64), '{{}}'
@@ -41,11 +48,15 @@ impl Filler {
                 .await?;
                 n += FILLER_BATCH;
             }
-        }))
+        });
+        Filler { task, stop }
     }
 
-    fn stop(self) {
-        self.0.abort();
+    /// Stop after the statement in flight, if any, has committed: a statement
+    /// cut off by an abort could commit after the checker looked.
+    async fn stop(self) -> Result<u64, chat::Error> {
+        let _ = self.stop.send(true);
+        Ok(self.task.await.map_err(|e| e.to_string())??)
     }
 }
 
@@ -176,7 +187,7 @@ pub async fn run(w: &World, idle_writer: bool, hold: Duration) -> Result<bool, c
         "postgres",
         format!("the transaction ended after {:.0?}", held.elapsed()),
     );
-    filler.stop();
+    filler.stop().await?;
     println!(
         "{}: before the hold: lag p99 {:.0} ms, relay CPU {:.1} ms per 1,000 events; \
          the last half of a {} s hold: lag p99 {:.0} ms, relay CPU {:.1} ms per 1,000 events \

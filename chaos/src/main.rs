@@ -9,7 +9,6 @@ mod horizon;
 mod infra;
 mod latency;
 mod pg;
-mod proxy;
 mod scenarios;
 mod seed;
 mod sender;

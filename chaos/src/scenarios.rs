@@ -358,6 +358,9 @@ pub async fn run(admin_url: &str, name: &str, hold: Duration) -> Result<bool, ch
         );
     }
     let unsent = w.unsent().await?;
+    if unsent.unwrap_or(0) > 0 {
+        print!("{}", w.unsent_rows().await?);
+    }
     // Looked up while the schemas still exist; judged once every process has stopped.
     let explained = w.explain(&h.verdict(unsent).lost).await;
     w.finish().await?;

@@ -5,11 +5,11 @@
 use crate::brokers::Node;
 use crate::history::{History, Msg};
 use crate::infra::{free_port, sibling, Proc, Redis};
-use crate::proxy::Proxy;
 pub use crate::sender::Sender;
 use chat::http::Http;
 use chat::setup::{service_url, SetupArgs};
 use postbox::SchemaName;
+use postbox_testkit::Proxy;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -290,6 +290,20 @@ impl World {
         Ok(Some(n))
     }
 
+    /// The rows of the consumers outbox not yet sent, one line each (for a
+    /// verdict that found some: which rows, of which writer, since when).
+    pub async fn unsent_rows(&self) -> Result<String, chat::Error> {
+        let rows: Vec<String> = sqlx::query_scalar(&format!(
+            "SELECT format('  unsent row id %s xid %s topic %s key %s created %s ago, attempts %s, next attempt %s',
+                           id, xid, topic, key, clock_timestamp() - created_at, attempts, next_attempt_at)
+               FROM {}.outbox WHERE sent_at IS NULL ORDER BY id LIMIT 20",
+            self.consumers.schema
+        ))
+        .fetch_all(&self.admin)
+        .await?;
+        Ok(rows.into_iter().map(|r| r + "\n").collect())
+    }
+
     /// Wait until everything saved is shown and the outbox is empty (or `timeout`).
     pub async fn converge(&self, timeout: Duration) -> Result<(), chat::Error> {
         let deadline = Instant::now() + timeout;
@@ -300,6 +314,14 @@ impl World {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        // Judged as it stands; say that it did not settle, for the timeline.
+        println!(
+            "converge: not settled after {timeout:?}: {} lost so far, {} unsent in the outbox",
+            self.history.verdict(None).lost.len(),
+            self.unsent()
+                .await?
+                .map_or("n/a".to_owned(), |u| u.to_string())
+        );
         Ok(())
     }
 

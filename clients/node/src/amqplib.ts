@@ -19,7 +19,7 @@ export function messageFromAmqp(queue: string, m: ConsumeMessage): Message {
       ? m.properties.messageId
       : `${queue}/${m.fields.deliveryTag}`;
   const message = new Message(id, queue);
-  message.name = typeof m.properties.type === "string" ? m.properties.type : null;
+  message.event = typeof m.properties.type === "string" ? m.properties.type : null;
   message.payload = m.content;
   for (const [name, value] of Object.entries(m.properties.headers ?? {})) {
     if (typeof value === "string") message.headers.push([name, value]);

@@ -21,7 +21,7 @@ export const TRACE_FIELD = "_trace";
 export function messageFromJob(queue: string, job: Job): Message {
   const id = job.id ?? "";
   const message = new Message(id, queue);
-  message.name = job.name;
+  message.event = job.name;
   message.source = `bullmq queue ${queue} job ${id}`;
   let data: unknown = job.data;
   const trace = traceOf(data);
@@ -95,8 +95,13 @@ export class InboxWorker {
     // connect: say what to install and stop.
     const repeated = new RepeatedErrors();
     this.worker.on("error", (err) => {
+      // Closing a worker whose connection never came up makes bullmq trip
+      // over its missing client: nothing the user can act on.
+      if (signal.aborted) return;
       const text = chain(err);
-      if (/Cannot find (module|package) ['"]ioredis['"]/.test(text)) {
+      // Node's own message when bullmq imports ioredis eagerly, bullmq 6's
+      // when it loads it on connecting.
+      if (/Cannot find (module|package) ['"]ioredis['"]|could not load the optional ['"]ioredis['"]/.test(text)) {
         if (repeated.line("ioredis") !== null) {
           (log ?? defaultLogger).error(`bullmq worker on queue ${queue} cannot run without ioredis: npm i bullmq ioredis (${text})`);
           void this.close();

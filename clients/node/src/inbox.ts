@@ -262,7 +262,7 @@ export class InboxConsumer {
           this.consumer,
           message.id,
           message.topic,
-          message.name,
+          message.event,
           message.key,
           message.payload,
           JSON.stringify(message.headers),
@@ -303,7 +303,7 @@ export class InboxConsumer {
         return false;
       }
       const message = new Message(row.message_id, row.topic);
-      message.name = row.name;
+      message.event = row.name;
       message.key = row.key;
       message.payload = row.payload;
       message.headers = row.headers;

@@ -24,7 +24,7 @@ export function messageFromKafka(topic: string, partition: number, m: KafkaMessa
   message.headers = headers;
   message.key = m.key ? m.key.toString() : null;
   message.payload = m.value ?? Buffer.alloc(0);
-  message.name = message.header(HEADER_EVENT) ?? null;
+  message.event = message.header(HEADER_EVENT) ?? null;
   message.source = `kafka ${topic}/${partition}@${m.offset}`;
   return message;
 }

@@ -3,8 +3,12 @@
 
 /** One received message. */
 export class Message {
-  /** Name of the message (job name, `postbox-event` header), when the broker carries one. */
-  name: string | null = null;
+  /**
+   * The event type, as the producer's `event` (the outbox's `event` column), when
+   * the broker carries one: BullMQ job name, `postbox-event` header, Redis Streams
+   * field `event`, AMQP `type` property.
+   */
+  event: string | null = null;
   /** Ordering key, when the broker carries one. */
   key: string | null = null;
   /** The body as received. */
@@ -20,6 +24,14 @@ export class Message {
     /** Queue, topic or stream it came from. */
     readonly topic: string,
   ) {}
+
+  /** @deprecated The same as {@link Message.event}; kept for code written before 0.2. */
+  get name(): string | null {
+    return this.event;
+  }
+  set name(value: string | null) {
+    this.event = value;
+  }
 
   /** The first header called `name`. */
   header(name: string): string | undefined {

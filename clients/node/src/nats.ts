@@ -43,7 +43,7 @@ export function messageFromJetStream(m: JsMsg): Message {
   const message = new Message(id, m.subject);
   message.headers = headers;
   message.payload = Buffer.from(m.data);
-  message.name = message.header(HEADER_EVENT) ?? null;
+  message.event = message.header(HEADER_EVENT) ?? null;
   message.key = message.header(HEADER_KEY) ?? null;
   message.source = `nats stream ${m.info.stream} seq ${m.info.streamSequence} (delivery ${m.info.deliveryCount})`;
   return message;

@@ -34,7 +34,7 @@ export function messageFromEntry(stream: string, [entryId, fields]: Entry): Mess
   const field = new Map<string, string>();
   for (let i = 0; i + 1 < fields.length; i += 2) field.set(fields[i]!, fields[i + 1]!);
   const message = new Message(field.get("id") ?? `${stream}/${entryId}`, stream);
-  message.name = field.get("event") ?? null;
+  message.event = field.get("event") ?? null;
   message.key = field.get("key") ?? null;
   message.payload = Buffer.from(field.get("payload") ?? "", "utf8");
   try {

@@ -42,7 +42,7 @@ export function messageFromSqs(queueUrl: string, m: SqsMessage): Message {
   const attr = (name: string) => m.MessageAttributes?.[name]?.StringValue;
   const queue = queueUrl.slice(queueUrl.lastIndexOf("/") + 1);
   const message = new Message(attr(ATTR_EVENT_ID) ?? m.MessageId ?? "", queue);
-  message.name = attr(ATTR_EVENT) ?? null;
+  message.event = attr(ATTR_EVENT) ?? null;
   message.key = attr(ATTR_KEY) ?? m.Attributes?.MessageGroupId ?? null;
   message.payload = Buffer.from(m.Body ?? "", "utf8");
   try {

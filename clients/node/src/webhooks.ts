@@ -63,7 +63,7 @@ export class WebhookReceiver {
       throw new Error(`webhook refused: ${chain(refusal)}`);
     }
     const message = new Message(standard["webhook-id"], one("postbox-topic") ?? "");
-    message.name = one("postbox-event") ?? null;
+    message.event = one("postbox-event") ?? null;
     message.key = one("postbox-key") ?? null;
     message.payload = Buffer.isBuffer(body) ? body : Buffer.from(body, "utf8");
     for (const [name, value] of Object.entries(headers)) {

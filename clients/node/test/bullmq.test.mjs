@@ -4,8 +4,13 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { Queue } from "bullmq";
+import { spawnSync } from "node:child_process";
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { inboxWorker } from "@postbox-rs/postbox/bullmq";
-import { acrossARelayKill, dropSchema, effectsTable, migratedSchema, newPool, recorder, redisConnection, waitUntil } from "./helpers.mjs";
+import { DATABASE_URL, acrossARelayKill, dropSchema, effectsTable, migratedSchema, newPool, recorder, redisConnection, waitUntil } from "./helpers.mjs";
 
 let pool, schema, queueName, queue;
 before(async () => {
@@ -82,4 +87,57 @@ test("the same error is logged again after its window, with how many were left o
   assert.equal(r.line("boom", 20), null);
   assert.equal(r.line("other", 30), "other");
   assert.equal(r.line("boom", 1500), "boom (and 2 times more in 1 s)");
+});
+
+test("without ioredis installed, the worker says what to install once and closes", async () => {
+  // A project whose node_modules holds this package and its peers but not
+  // ioredis (bullmq 6 loads it only when it connects): every package is a
+  // symlink into ours, resolved where it is linked (--preserve-symlinks), so
+  // bullmq cannot reach the ioredis beside it.
+  const dir = mkdtempSync(join(tmpdir(), "postbox-no-ioredis-"));
+  try {
+    const modules = join(dir, "node_modules");
+    mkdirSync(join(modules, "@postbox-rs", "postbox"), { recursive: true });
+    const ours = fileURLToPath(new URL("..", import.meta.url));
+    for (const name of readdirSync(join(ours, "node_modules"))) {
+      if (name === "ioredis" || name === ".bin" || name.startsWith(".")) continue;
+      symlinkSync(join(ours, "node_modules", name), join(modules, name));
+    }
+    cpSync(join(ours, "dist"), join(modules, "@postbox-rs", "postbox", "dist"), { recursive: true });
+    cpSync(join(ours, "package.json"), join(modules, "@postbox-rs", "postbox", "package.json"));
+    writeFileSync(
+      join(dir, "main.mjs"),
+      `import pg from "pg";
+       import { inboxWorker } from "@postbox-rs/postbox/bullmq";
+       const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });
+       const lines = [];
+       const say = (m) => { lines.push(m); console.log(m); };
+       const worker = inboxWorker(process.env.QUEUE, async () => {}, {
+         pool, schema: process.env.SCHEMA, consumer: "no-ioredis",
+         logger: { info: () => {}, warn: say, error: say },
+         worker: { connection: { host: "127.0.0.1", port: 6379 } },
+       });
+       const deadline = Date.now() + 10_000;
+       while (lines.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+       await new Promise((r) => setTimeout(r, 1000));
+       const started = Date.now();
+       await worker.close();
+       await pool.end();
+       console.log(\`lines \${lines.length}, close \${Date.now() - started} ms\`);
+       process.exit(0);`,
+    );
+    const run = spawnSync(process.execPath, ["--preserve-symlinks", "--preserve-symlinks-main", "main.mjs"], {
+      cwd: dir,
+      env: { ...process.env, DATABASE_URL, QUEUE: `${queueName}-no-ioredis`, SCHEMA: schema },
+      encoding: "utf8",
+      timeout: 30_000,
+    });
+    assert.equal(run.status, 0, `exit ${run.status}\n${run.stdout}\n${run.stderr}`);
+    assert.match(run.stdout, /cannot run without ioredis: npm i bullmq ioredis/);
+    const [, lines, closeMs] = run.stdout.match(/lines (\d+), close (\d+) ms/);
+    assert.equal(Number(lines), 1, run.stdout);
+    assert.ok(Number(closeMs) < 8_000, run.stdout);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

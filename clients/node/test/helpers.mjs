@@ -92,7 +92,7 @@ export function recorder(pool, schema) {
     duplicates: 0,
     handler: {
       async handle(tx, m) {
-        if (m.name !== null && m.name !== "order.step") throw new Error(`unexpected event type ${m.name}`);
+        if (m.event !== null && m.event !== "order.step") throw new Error(`unexpected event type ${m.event}`);
         const { key, n } = m.json();
         await tx.query(`INSERT INTO ${schema}.effects (event_id, key, n) VALUES ($1, $2, $3)`, [m.id, key, n]);
       },

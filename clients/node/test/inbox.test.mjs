@@ -22,7 +22,7 @@ after(async () => {
 
 const message = (id, payload = { n: 1 }) => {
   const m = new Message(id, "orders");
-  m.name = "order.created";
+  m.event = "order.created";
   m.key = "order:1";
   m.payload = Buffer.from(JSON.stringify(payload));
   m.headers = [["x-tenant", "t1"]];
@@ -36,6 +36,13 @@ const effects = async (consumer) =>
   (await pool.query(`SELECT message_id FROM ${schema}.effects WHERE consumer = $1 ORDER BY message_id`, [consumer])).rows.map(
     (r) => r.message_id,
   );
+
+test("message.name is the deprecated alias of message.event", () => {
+  const m = message("alias");
+  assert.equal(m.name, "order.created");
+  m.name = "order.paid";
+  assert.equal(m.event, "order.paid");
+});
 
 test("a message's effect commits once; the second delivery is skipped", async () => {
   const c = new InboxConsumer({ pool, schema, consumer: "once" });

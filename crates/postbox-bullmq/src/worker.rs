@@ -29,7 +29,7 @@ pub fn trace_context(job: &Job) -> Option<postbox::TraceContext> {
 /// `traceparent`/`tracestate` headers.
 pub fn message(queue: &str, job: &Job) -> Message {
     let mut msg = Message::new(job.id(), queue);
-    msg.name = Some(job.name().to_owned());
+    msg.event = Some(job.name().to_owned());
     msg.source = format!("bullmq queue {queue} job {}", job.id());
     let trace = trace_context(job);
     let data = job.data();

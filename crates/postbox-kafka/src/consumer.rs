@@ -67,7 +67,7 @@ pub fn message(msg: &OwnedMessage) -> Message {
             }
         }
     }
-    m.name = m.header(HEADER_EVENT).map(str::to_owned);
+    m.event = m.header(HEADER_EVENT).map(str::to_owned);
     m.source = format!("kafka {}/{}@{}", msg.topic(), msg.partition(), msg.offset());
     m
 }

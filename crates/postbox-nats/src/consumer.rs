@@ -60,7 +60,7 @@ pub fn message(m: &async_nats::jetstream::Message) -> Message {
             }
         }
     }
-    msg.name = msg.header(crate::HEADER_EVENT).map(str::to_owned);
+    msg.event = msg.header(crate::HEADER_EVENT).map(str::to_owned);
     msg.key = msg.header(crate::HEADER_KEY).map(str::to_owned);
     msg.source = match info {
         Some(i) => format!(

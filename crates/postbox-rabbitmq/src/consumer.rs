@@ -56,7 +56,7 @@ pub fn message(queue: &str, d: &Delivery) -> Message {
         .map(|m| m.to_string())
         .unwrap_or_else(|| format!("{queue}/{}", d.delivery_tag));
     let mut m = Message::new(id, queue);
-    m.name = d.properties.kind().as_ref().map(|k| k.to_string());
+    m.event = d.properties.kind().as_ref().map(|k| k.to_string());
     m.payload = d.data.clone();
     if let Some(headers) = d.properties.headers() {
         m.headers = text_headers(headers);

@@ -63,7 +63,7 @@ pub fn message(stream: &str, entry: &StreamId) -> Message {
     };
     let id = field(crate::FIELD_ID).unwrap_or_else(|| format!("{stream}/{}", entry.id));
     let mut msg = Message::new(id, stream);
-    msg.name = field(crate::FIELD_EVENT);
+    msg.event = field(crate::FIELD_EVENT);
     msg.key = field(crate::FIELD_KEY);
     msg.payload = field(crate::FIELD_PAYLOAD).unwrap_or_default().into_bytes();
     if let Some(headers) = field(crate::FIELD_HEADERS) {

@@ -337,6 +337,7 @@ impl Relay {
                 self.servers.clone(),
                 format!("{instance}:listen"),
                 wakers,
+                config.session_timeout,
                 shutdown.clone(),
             ),
         );

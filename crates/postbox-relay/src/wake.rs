@@ -51,10 +51,18 @@ impl SchemaSignals {
     }
 }
 
+/// Listen for wake-ups of every schema in `wakers` until `shutdown`. The
+/// session is asked a question every `silent / 2` and given up when it does
+/// not answer within `silent` (`session_timeout`): a LISTEN session only
+/// reads, so one whose server vanished without a close (host gone, network
+/// cut, a failover to another host) would otherwise wait for good while the
+/// workers fall back to their poll interval. A lost session is so noticed
+/// within 1.5 × `silent`.
 pub(crate) async fn listen(
     servers: Arc<postbox::Servers>,
     app_name: String,
     wakers: HashMap<String, SchemaSignals>,
+    silent: Duration,
     shutdown: CancellationToken,
 ) {
     let backoff = Backoff {
@@ -93,10 +101,30 @@ pub(crate) async fn listen(
             bump(&s.wake);
             bump(&s.rebalance);
         }
+        let every = silent / 2;
+        let mut beat = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let next = tokio::select! {
                 _ = shutdown.cancelled() => return,
+                // try_recv keeps a message it has half read when dropped.
                 n = listener.try_recv() => n,
+                _ = beat.tick() => {
+                    let asked = sqlx::query("SELECT 1").execute(&mut listener);
+                    match tokio::time::timeout(silent, asked).await {
+                        Ok(Ok(_)) => continue,
+                        Ok(Err(e)) => {
+                            tracing::warn!(error = %e, "relay listener's session failed; reconnecting");
+                        }
+                        Err(_) => {
+                            tracing::warn!(
+                                session_timeout = %postbox::display_duration(silent),
+                                "relay listener's session did not answer within session_timeout; reconnecting"
+                            );
+                        }
+                    }
+                    continue 'connect;
+                }
             };
             match next {
                 Ok(Some(n)) => {

@@ -55,7 +55,7 @@ pub fn message(queue_url: &str, m: &aws_sdk_sqs::types::Message) -> Message {
         .unwrap_or_default();
     let queue = queue_url.rsplit('/').next().unwrap_or(queue_url);
     let mut msg = Message::new(id, queue);
-    msg.name = attr(crate::ATTR_EVENT);
+    msg.event = attr(crate::ATTR_EVENT);
     msg.key = attr(crate::ATTR_KEY)
         .or_else(|| system(aws_sdk_sqs::types::MessageSystemAttributeName::MessageGroupId));
     msg.payload = m.body().unwrap_or_default().as_bytes().to_vec();

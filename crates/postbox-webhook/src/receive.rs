@@ -105,7 +105,7 @@ impl Verifier {
         let id = text(headers, HEADER_ID)?;
         let optional = |name| text(headers, name).ok().map(str::to_owned);
         let mut msg = Message::new(id, optional(HEADER_TOPIC).unwrap_or_default());
-        msg.name = optional(HEADER_EVENT);
+        msg.event = optional(HEADER_EVENT);
         msg.key = optional(HEADER_KEY);
         msg.payload = body.to_vec();
         for (name, value) in headers {

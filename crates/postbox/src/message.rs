@@ -16,8 +16,14 @@ pub struct Message {
     pub id: String,
     /// Where it came from: the BullMQ queue, the Kafka topic, …
     pub topic: String,
-    /// The event name (BullMQ job name, Kafka `postbox-event` header), if any.
-    pub name: Option<String>,
+    /// The event type, as the producer's [`Event::new`](crate::Event::new)
+    /// named it (the outbox's `event` column), if the broker carried it: the
+    /// BullMQ job name, the `postbox-event` header (Kafka, NATS, webhooks),
+    /// the Redis Streams field `event`, the AMQP `type` property, the SQS
+    /// attribute `postbox-event`. Serialized as `event`; `name`, its name
+    /// before 0.2, still reads.
+    #[serde(alias = "name")]
+    pub event: Option<String>,
     /// The ordering key (Kafka message key), if the broker carries one.
     pub key: Option<String>,
     /// The body as the broker delivered it; JSON for messages from the relay
@@ -37,7 +43,7 @@ impl Message {
         Message {
             id: id.into(),
             topic: topic.into(),
-            name: None,
+            event: None,
             key: None,
             payload: Vec::new(),
             headers: Vec::new(),
@@ -66,9 +72,15 @@ impl Message {
         Some(tc)
     }
 
-    /// The event name, or `""` when the broker carried none.
+    /// The event type, or `""` when the broker carried none.
+    pub fn event(&self) -> &str {
+        self.event.as_deref().unwrap_or_default()
+    }
+
+    /// The event type, or `""`: the name [`event`](Message::event) had before 0.2.
+    #[deprecated(since = "0.2.0", note = "use `Message::event`, the name producers use")]
     pub fn name(&self) -> &str {
-        self.name.as_deref().unwrap_or_default()
+        self.event()
     }
 }
 
@@ -88,6 +100,18 @@ mod tests {
         assert_eq!(v["n"], 3);
         assert!(m.trace_context().is_some());
         assert_eq!(m.header("nope"), None);
-        assert_eq!(m.name(), "");
+        assert_eq!(m.event(), "");
+    }
+
+    #[test]
+    #[allow(deprecated)]
+    fn the_event_type_reads_under_its_old_name_too() {
+        let old = r#"{"id":"1","topic":"t","name":"order.paid","key":null,"payload":[],"headers":[],"source":""}"#;
+        let m: Message = serde_json::from_str(old).unwrap();
+        assert_eq!(m.event.as_deref(), Some("order.paid"));
+        assert_eq!(m.name(), "order.paid");
+        let now = serde_json::to_value(&m).unwrap();
+        assert_eq!(now["event"], "order.paid");
+        assert!(now.get("name").is_none());
     }
 }

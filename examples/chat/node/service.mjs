@@ -207,7 +207,7 @@ const crashAfterInbox = (process.env.CHAT_FAILPOINT ?? "").startsWith("crash_aft
   : null;
 const receiver = {
   async handle(tx, job) {
-    if (job.name === CREATED) {
+    if (job.event === CREATED) {
       const m = job.json();
       await tx.query(q.received, [m.id, m.chat_id, m.body, m.sender, m.created_at]);
       // The receipt leaves in the same transaction as the record.
@@ -217,14 +217,14 @@ const receiver = {
         key: `chat:${m.chat_id}`,
         payload: { id: m.id, chat_id: m.chat_id },
       });
-    } else if (job.name === RECEIVED) {
+    } else if (job.event === RECEIVED) {
       await tx.query(q.delivered, [job.json().id]);
     } else {
-      throw new Error(`unknown event ${JSON.stringify(job.name)}`);
+      throw new Error(`unknown event ${JSON.stringify(job.event)}`);
     }
   },
   afterCommit(job) {
-    if (job.name === CREATED) {
+    if (job.event === CREATED) {
       const m = job.json();
       io.to(`chat:${m.chat_id}`).emit("message", {
         id: m.id,
@@ -242,13 +242,13 @@ const receiver = {
         shown(`crashed after recording ${JSON.stringify(m.body)}`);
         process.exit(101);
       }
-    } else if (job.name === RECEIVED) {
+    } else if (job.event === RECEIVED) {
       const r = job.json();
       io.to(`chat:${r.chat_id}`).emit("status", { id: r.id, chat_id: r.chat_id, state: "delivered" });
     }
   },
   onDuplicate(job) {
-    if (job.name === CREATED) shown(`${JSON.stringify(job.json().body)} again, already in inbox, skipped`);
+    if (job.event === CREATED) shown(`${JSON.stringify(job.json().body)} again, already in inbox, skipped`);
   },
 };
 const worker = inboxWorker(queueFor(schema), receiver, {

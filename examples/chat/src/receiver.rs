@@ -19,7 +19,7 @@ impl postbox::Handler for Receiver {
         job: &postbox::Message,
     ) -> Result<(), postbox::BoxError> {
         let s = &self.0;
-        match job.name() {
+        match job.event() {
             model::CREATED => {
                 let m: MessageCreated = job.json()?;
                 sqlx::query(&s.q_received)
@@ -61,7 +61,7 @@ impl postbox::Handler for Receiver {
 
     async fn after_commit(&self, job: &postbox::Message) {
         let s = &self.0;
-        match job.name() {
+        match job.event() {
             model::CREATED => {
                 if let Ok(m) = job.json::<MessageCreated>() {
                     let msg = s.show_received(m).await;
@@ -89,7 +89,7 @@ impl postbox::Handler for Receiver {
     }
 
     async fn on_duplicate(&self, job: &postbox::Message) {
-        if job.name() == model::CREATED {
+        if job.event() == model::CREATED {
             let data: serde_json::Value = job.json().unwrap_or_default();
             let body = data["body"].as_str().unwrap_or_default().to_owned();
             self.0

@@ -57,12 +57,12 @@ impl Handler {
 impl postbox::Handler for Handler {
     async fn handle(&self, tx: &mut PgConnection, msg: &postbox::Message) -> Result<(), BoxError> {
         let payload: serde_json::Value = msg.json()?;
-        self.0.handle(tx, msg.name(), &payload).await?;
+        self.0.handle(tx, msg.event(), &payload).await?;
         Ok(())
     }
 
     async fn on_duplicate(&self, msg: &postbox::Message) {
-        self.duplicate(msg.name(), msg.json().ok());
+        self.duplicate(msg.event(), msg.json().ok());
     }
 }
 

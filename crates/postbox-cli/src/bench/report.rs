@@ -236,6 +236,10 @@ pub struct HealthRow {
     pub unsent: i64,
     /// Autovacuum runs on the outbox so far.
     pub autovacuums: i64,
+    /// Redis's `used_memory` (the whole server's).
+    pub redis_used_bytes: u64,
+    /// Completed jobs of the queue BullMQ keeps (`bullmq.keep_completed`).
+    pub completed_kept: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]

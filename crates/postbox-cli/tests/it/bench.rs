@@ -136,6 +136,9 @@ async fn bench_all_quick_writes_every_figure_and_the_chart() {
     for r in health {
         assert!(r["produced"].as_u64().unwrap() > 0, "{r}");
         assert!(r["total_bytes"].as_i64().unwrap() > 0, "{r}");
+        // Through BullMQ and a consumer: Redis is sampled too.
+        assert!(r["redis_used_bytes"].as_u64().unwrap() > 0, "{r}");
+        assert!(r["completed_kept"].is_u64(), "{r}");
     }
 
     let image = std::fs::read(&png).unwrap();

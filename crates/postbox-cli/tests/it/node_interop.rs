@@ -277,7 +277,7 @@ impl postbox_bullmq::Handler for Recorder {
             self.table
         ))
         .bind(&job.id)
-        .bind(job.name())
+        .bind(job.event())
         .bind(sqlx::types::Json(job.json::<Value>()?))
         .execute(&mut *tx)
         .await?;

@@ -391,6 +391,131 @@ async fn relay_producer_and_consumer_run_with_least_privilege() {
     }
 }
 
+/// A hosted database's admin role is not a superuser (RDS's `rds_superuser`,
+/// Cloud SQL's `cloudsqlsuperuser`, Azure's `azure_pg_admin`): a role with
+/// only `CREATE` on the database migrates a schema of its own under every
+/// trigger wake-up policy, says what it runs as in `status`, grants the
+/// relay's and a producer's roles, and the relay delivers as its role. (The
+/// logical wake-up's needs, a publication and `REPLICATION`, are in
+/// `logical.rs` and the security page.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_owner_that_is_not_a_superuser_migrates_grants_and_relays() {
+    use sqlx::Connection;
+    let ctx = Ctx::new("owner").await;
+    let sfx = postbox_testkit::suffix();
+    let (owner, relay_role, producer) = (
+        format!("o{sfx}_owner"),
+        format!("o{sfx}_relay"),
+        format!("o{sfx}_producer"),
+    );
+    let db: String = sqlx::query_scalar("SELECT current_database()")
+        .fetch_one(&ctx.pool)
+        .await
+        .unwrap();
+    sqlx::raw_sql(&format!(
+        "CREATE ROLE {owner} LOGIN PASSWORD 'postbox-test' NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION;
+         GRANT CREATE ON DATABASE {db} TO {owner};
+         CREATE ROLE {relay_role} LOGIN PASSWORD 'postbox-test';
+         CREATE ROLE {producer} LOGIN PASSWORD 'postbox-test';"
+    ))
+    .execute(&ctx.pool)
+    .await
+    .unwrap();
+    let schema = format!("{}_own", ctx.schema);
+    let as_owner = url_as(&owner);
+    for notify in ["statement", "off", "adaptive"] {
+        let (ok, out, err) = crate::dlq::cli(&[
+            "migrate",
+            "--database-url",
+            &as_owner,
+            "--schema",
+            &schema,
+            "--notify",
+            notify,
+        ])
+        .await;
+        assert!(
+            ok,
+            "migrate --notify {notify} as a non-superuser owner: {out}{err}"
+        );
+    }
+    let schema_owner: String =
+        sqlx::query_scalar("SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = $1")
+            .bind(&schema)
+            .fetch_one(&ctx.pool)
+            .await
+            .unwrap();
+    assert_eq!(schema_owner, owner);
+    let (ok, out, err) =
+        crate::dlq::cli(&["status", "--database-url", &as_owner, "--schema", &schema]).await;
+    assert!(ok && out.contains("wake-up: adaptive"), "{out}{err}");
+    for (role, kind) in [(&relay_role, "relay"), (&producer, "producer")] {
+        let (ok, out, err) = crate::dlq::cli(&[
+            "grant",
+            "--database-url",
+            &as_owner,
+            "--schema",
+            &schema,
+            "--role",
+            role,
+            "--as",
+            kind,
+        ])
+        .await;
+        assert!(ok, "grant --as {kind} by a non-superuser owner: {out}{err}");
+    }
+    let queue = format!("{schema}-q");
+    let outbox = postbox::Outbox::new(&schema).unwrap();
+    let mut p = sqlx::PgConnection::connect(&url_as(&producer))
+        .await
+        .unwrap();
+    let mut tx = sqlx::Connection::begin(&mut p).await.unwrap();
+    outbox
+        .enqueue_many(&mut tx, (1..=3).map(|n| event(&queue, "k", n)).collect())
+        .await
+        .expect("enqueue as the producer role the owner granted");
+    tx.commit().await.unwrap();
+    let redis = postbox_testkit::redis_url();
+    let relay = RelayProcess::spawn(
+        BIN,
+        &[
+            "--database-url",
+            &url_as(&relay_role),
+            "--schemas",
+            &schema,
+            "--redis-url",
+            &redis,
+        ],
+        &[],
+    );
+    wait_until(
+        LONG,
+        "the events relayed as the granted relay role",
+        || async { RedisView::new(&redis, &queue).await.wait_len().await == 3 },
+    )
+    .await;
+    assert!(
+        !relay.output().contains("permission denied"),
+        "{}",
+        relay.output()
+    );
+    drop(relay);
+    drop(p);
+    let admin = ctx_pool();
+    sqlx::raw_sql(&format!("DROP SCHEMA {schema} CASCADE"))
+        .execute(&admin)
+        .await
+        .unwrap();
+    ctx.cleanup().await;
+    for role in [&relay_role, &producer, &owner] {
+        let _ = sqlx::raw_sql(&format!(
+            "DROP OWNED BY {role}; REVOKE ALL ON DATABASE {db} FROM {role}; DROP ROLE {role}"
+        ))
+        .execute(&admin)
+        .await;
+    }
+}
+
 fn ctx_pool() -> sqlx::PgPool {
     sqlx::postgres::PgPoolOptions::new()
         .connect_lazy(&postbox_testkit::database_url())

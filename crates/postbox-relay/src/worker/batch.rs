@@ -17,9 +17,42 @@ use std::time::{Duration, Instant};
 struct ClaimedRow {
     #[sqlx(flatten)]
     event: OutboxEvent,
+    #[sqlx(try_from = "Xid8")]
     xid: i64,
     partition_id: i16,
     snapshot: String,
+}
+
+/// An `xid8` column read as PostgreSQL sends it (binary: a big-endian
+/// 64-bit integer), so the claim returns `xid` as it is stored rather than
+/// converting it to text and back for every row.
+struct Xid8(i64);
+
+/// `xid8`'s fixed OID (PostgreSQL 13 and later).
+const XID8_OID: sqlx::postgres::types::Oid = sqlx::postgres::types::Oid(5069);
+
+impl sqlx::Type<sqlx::Postgres> for Xid8 {
+    fn type_info() -> sqlx::postgres::PgTypeInfo {
+        sqlx::postgres::PgTypeInfo::with_oid(XID8_OID)
+    }
+}
+
+impl<'r> sqlx::Decode<'r, sqlx::Postgres> for Xid8 {
+    fn decode(value: sqlx::postgres::PgValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
+        let xid = match value.format() {
+            sqlx::postgres::PgValueFormat::Binary => {
+                u64::from_be_bytes(value.as_bytes()?.try_into()?)
+            }
+            sqlx::postgres::PgValueFormat::Text => value.as_str()?.parse()?,
+        };
+        Ok(Xid8(i64::try_from(xid)?))
+    }
+}
+
+impl From<Xid8> for i64 {
+    fn from(x: Xid8) -> i64 {
+        x.0
+    }
 }
 
 /// A claim slower than this is logged (sqlx's own warning is off: it prints

@@ -9,7 +9,7 @@
 -- For the claim of a worker that keeps up (Queries::outbox_claim_sorted),
 -- {partition} is `ANY($2::smallint[])` and {after} the lowest position of
 -- them: one index scan of all, and a sort.
-(SELECT a.xid, a.id + 0 AS id
+(SELECT a.id + 0 AS id, a.xid
    FROM {schema}.outbox a
   WHERE a.sent_at IS NULL
     AND a.partition_id IS NOT NULL

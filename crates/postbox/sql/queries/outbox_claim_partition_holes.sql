@@ -10,10 +10,10 @@
 -- partition, made PostgreSQL's generic plan read $1 rows of every partition
 -- and sort them instead of merging the ordered scans (benchmarks.md,
 -- "The claim without its hole branches").
-(SELECT l.xid, l.id
+(SELECT l.id, l.xid
    FROM unnest({holes}) h(xid),
         LATERAL (
-         SELECT a.xid, a.id
+         SELECT a.id, a.xid
            FROM {schema}.outbox a
           WHERE a.sent_at IS NULL
             AND a.partition_id IS NOT NULL

@@ -12,6 +12,8 @@ struct Claimed {
     id: i64,
     message_id: String,
     topic: String,
+    /// The event type (the table's column is still `name`: see the
+    /// consumer guide, "One name for the event type").
     name: Option<String>,
     key: Option<String>,
     payload: Vec<u8>,
@@ -24,7 +26,7 @@ impl Claimed {
         let msg = Message {
             id: self.message_id,
             topic: self.topic,
-            name: self.name,
+            event: self.name,
             key: self.key,
             payload: self.payload,
             headers: self.headers.0,
@@ -51,7 +53,7 @@ impl InboxConsumer {
             .bind(&*self.name)
             .bind(&msg.id)
             .bind(&msg.topic)
-            .bind(&msg.name)
+            .bind(&msg.event)
             .bind(&msg.key)
             .bind(&msg.payload)
             .bind(Json(&msg.headers))

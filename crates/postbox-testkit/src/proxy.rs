@@ -1,6 +1,6 @@
 //! A TCP fault proxy: listens on a free loopback port and forwards every
-//! connection to a target (the harness's Redis), with faults switched on and
-//! off in-process:
+//! connection to a target (the chaos harness's Redis and PostgreSQL, a
+//! test's PostgreSQL), with faults switched on and off in-process:
 //!
 //! - `pass`: forward as is (no partition, no added latency);
 //! - `partition`: a network partition — existing connections stay open but
@@ -9,11 +9,14 @@
 //!   retransmitting, and delivered once healed;
 //! - `heal`: end the partition (added latency stays);
 //! - `reset`: close every connection (both sides see it closed);
+//! - `vanish`: the connections open now go silent for good, as when the
+//!   server's host disappears without a close; new connections pass;
 //! - `latency(d)`: delay every chunk by `d` in each direction (a pipe delay:
 //!   chunks keep their order and do not wait for each other).
 
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -27,12 +30,17 @@ use tokio::time::Instant;
 struct State {
     partitioned: bool,
     latency: Duration,
+    /// Connections numbered below this never forward again (`vanish`).
+    vanished_below: u64,
 }
 
+/// A running fault proxy; dropping it closes every connection.
 pub struct Proxy {
     port: u16,
     state: watch::Sender<State>,
     conns: Arc<Mutex<Vec<AbortHandle>>>,
+    /// The number the next accepted connection gets.
+    next: Arc<AtomicU64>,
     accept: JoinHandle<()>,
 }
 
@@ -43,27 +51,44 @@ impl Proxy {
         let port = listener.local_addr()?.port();
         let (state, _) = watch::channel(State::default());
         let conns: Arc<Mutex<Vec<AbortHandle>>> = Arc::default();
+        let next: Arc<AtomicU64> = Arc::default();
         let accept = tokio::spawn(accept_loop(
             listener,
             target,
             state.subscribe(),
             conns.clone(),
+            next.clone(),
         ));
         Ok(Proxy {
             port,
             state,
             conns,
+            next,
             accept,
         })
     }
 
+    /// The loopback port it listens on.
     pub fn port(&self) -> u16 {
         self.port
     }
 
-    /// Forward as is: no partition, no added latency.
+    /// Forward as is: no partition, no added latency (connections that
+    /// vanished stay silent).
     pub fn pass(&self) {
-        self.state.send_replace(State::default());
+        self.state.send_modify(|s| {
+            *s = State {
+                vanished_below: s.vanished_below,
+                ..State::default()
+            }
+        });
+    }
+
+    /// The connections open now stop forwarding either way and are never
+    /// closed, as when the server's host disappears; new ones pass.
+    pub fn vanish(&self) {
+        let below = self.next.load(Ordering::SeqCst);
+        self.state.send_modify(|s| s.vanished_below = below);
     }
 
     /// Stop forwarding both ways without closing anything; new connections hang.
@@ -89,7 +114,6 @@ impl Proxy {
     }
 
     /// Connections open now.
-    #[allow(dead_code)] // the tests' view
     pub fn connections(&self) -> usize {
         let mut c = self.conns.lock().unwrap();
         c.retain(|h| !h.is_finished());
@@ -109,6 +133,7 @@ async fn accept_loop(
     target: SocketAddr,
     state: watch::Receiver<State>,
     conns: Arc<Mutex<Vec<AbortHandle>>>,
+    next: Arc<AtomicU64>,
 ) {
     loop {
         let client = match listener.accept().await {
@@ -119,25 +144,31 @@ async fn accept_loop(
                 continue;
             }
         };
-        let task = tokio::spawn(connection(client, target, state.clone()));
+        let n = next.fetch_add(1, Ordering::SeqCst);
+        let task = tokio::spawn(connection(client, target, n, state.clone()));
         let mut c = conns.lock().unwrap();
         c.retain(|h| !h.is_finished());
         c.push(task.abort_handle());
     }
 }
 
-/// Wait until not partitioned (an error once the proxy is gone).
-async fn wait_pass(state: &mut watch::Receiver<State>) -> io::Result<State> {
+/// Wait until connection `n` may forward (an error once the proxy is gone).
+async fn wait_pass(state: &mut watch::Receiver<State>, n: u64) -> io::Result<State> {
     state
-        .wait_for(|s| !s.partitioned)
+        .wait_for(|s| !s.partitioned && n >= s.vanished_below)
         .await
         .map(|s| *s)
         .map_err(|_| io::Error::other("proxy stopped"))
 }
 
-async fn connection(client: TcpStream, target: SocketAddr, mut state: watch::Receiver<State>) {
+async fn connection(
+    client: TcpStream,
+    target: SocketAddr,
+    n: u64,
+    mut state: watch::Receiver<State>,
+) {
     // Accepted; during a partition the client's connection hangs here.
-    if wait_pass(&mut state).await.is_err() {
+    if wait_pass(&mut state, n).await.is_err() {
         return;
     }
     // Target down: the client sees its connection closed.
@@ -149,7 +180,7 @@ async fn connection(client: TcpStream, target: SocketAddr, mut state: watch::Rec
     let (cr, cw) = client.into_split();
     let (ur, uw) = upstream.into_split();
     // A clean end of one direction is passed on (half close); an error ends both.
-    let _ = tokio::try_join!(pipe(cr, uw, state.clone()), pipe(ur, cw, state));
+    let _ = tokio::try_join!(pipe(cr, uw, n, state.clone()), pipe(ur, cw, n, state));
 }
 
 /// One direction: read chunks, hold each until its due time and while
@@ -157,6 +188,7 @@ async fn connection(client: TcpStream, target: SocketAddr, mut state: watch::Rec
 async fn pipe(
     mut r: OwnedReadHalf,
     mut w: OwnedWriteHalf,
+    n: u64,
     state: watch::Receiver<State>,
 ) -> io::Result<()> {
     let (tx, mut rx) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
@@ -164,7 +196,7 @@ async fn pipe(
     let reader = async move {
         let mut buf = vec![0u8; 16 * 1024];
         loop {
-            wait_pass(&mut rs).await?;
+            wait_pass(&mut rs, n).await?;
             let n = r.read(&mut buf).await?;
             if n == 0 {
                 // Dropping `tx` lets the writer drain and pass the end on.
@@ -180,11 +212,11 @@ async fn pipe(
     let writer = async move {
         while let Some((due, chunk)) = rx.recv().await {
             tokio::time::sleep_until(due).await;
-            wait_pass(&mut ws).await?;
+            wait_pass(&mut ws, n).await?;
             w.write_all(&chunk).await?;
         }
         // A close is a packet too: held while partitioned.
-        wait_pass(&mut ws).await?;
+        wait_pass(&mut ws, n).await?;
         let _ = w.shutdown().await;
         Ok::<(), io::Error>(())
     };
@@ -312,6 +344,22 @@ mod tests {
             "{:?}",
             t.elapsed()
         );
+    }
+
+    #[tokio::test]
+    async fn a_vanished_connection_stays_silent_while_new_ones_pass() {
+        let p = Proxy::start(echo().await).await.unwrap();
+        let mut old = connect(&p).await;
+        round_trip(&mut old, b"before").await;
+        p.vanish();
+        old.write_all(b"lost").await.unwrap();
+        silent_for(&mut old, Duration::from_millis(300)).await;
+        let mut new = connect(&p).await;
+        assert_eq!(round_trip(&mut new, b"after").await, b"after");
+        // Nothing brings the old one back.
+        p.pass();
+        p.heal();
+        silent_for(&mut old, Duration::from_millis(300)).await;
     }
 
     #[tokio::test]
