@@ -407,3 +407,66 @@ async fn logical_wakeup_without_replication_attribute_says_what_to_grant_and_pol
     .await;
     assert!(slots(&pool).await.is_empty());
 }
+
+/// A hosted database's admin is not a superuser: a role with `CREATE` on the
+/// database (and neither SUPERUSER nor REPLICATION) migrates with
+/// `--notify logical` (its publication is of the outbox it owns) and grants
+/// the relay's role; with `REPLICATION` given to that role (by whoever may),
+/// the relay delivers through the logical wake-up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logical_wakeup_needs_no_superuser_to_migrate_and_grant() {
+    let pg = PgCluster::start_logical().await;
+    let redis = RedisServer::start().await;
+    let url = pg.url();
+    let pool = private_pool(&url).await;
+    let schema = postbox_testkit::unique_schema("logowner");
+    let queue = format!("{schema}-q");
+    let (owner, role) = (format!("{schema}_owner"), format!("{schema}_relay"));
+    let db: String = sqlx::query_scalar("SELECT current_database()")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    sqlx::raw_sql(&format!(
+        "CREATE ROLE {owner} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION;
+         GRANT CREATE ON DATABASE {db} TO {owner};
+         CREATE ROLE {role} LOGIN REPLICATION;"
+    ))
+    .execute(&pool)
+    .await
+    .unwrap();
+    let as_role = |r: &str| url.replace("postgres://postgres@", &format!("postgres://{r}@"));
+    let out = migrate(&as_role(&owner), &schema, "logical");
+    assert_ok(&out);
+    let (_, ins, _, _) = publication(&pool, &schema).await.expect("publication");
+    assert!(ins);
+    assert_ok(
+        &Command::new(BIN)
+            .args([
+                "grant",
+                "--database-url",
+                &as_role(&owner),
+                "--schema",
+                &schema,
+                "--role",
+                &role,
+                "--as",
+                "relay",
+            ])
+            .output()
+            .unwrap(),
+    );
+    let relay = relay(&as_role(&role), &schema, &redis.url());
+    relay.wait_for_line("logical wake-up streaming", LONG).await;
+    wait_idle(&pool, &schema).await;
+    let outbox = Outbox::new(&schema).unwrap();
+    produce(&pool, &outbox, vec![event(&queue, "k", 1)]).await;
+    wait_until(QUICK, "delivery through the logical wake-up", || async {
+        unsent(&pool, &schema).await == 0
+    })
+    .await;
+    assert!(
+        !relay.output().contains("permission denied"),
+        "{}",
+        relay.output()
+    );
+}
