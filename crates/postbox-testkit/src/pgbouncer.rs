@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// Debian's `pgbouncer` on a free port in **transaction** pooling mode (a
+/// Debian's `pgbouncer` on a free port in **transaction** pooling mode (or session mode, [`PgBouncer::start_session`]; a
 /// server connection belongs to a client only for one transaction, as on
 /// most hosted PostgreSQL), in front of the server of `DATABASE_URL`, with a
 /// small pool so that clients share server connections. Trust
@@ -22,6 +22,45 @@ impl PgBouncer {
     /// Start one that lets `users` (beside `postgres` and `root`) in, and wait
     /// until it accepts connections.
     pub async fn start(users: &[&str]) -> Self {
+        Self::start_in("transaction", 4, users).await
+    }
+
+    /// [`start`](Self::start) in **session** pooling mode (a client keeps its
+    /// server connection until it leaves), with room for a relay's sessions;
+    /// [`pool_mode`](Self::pool_mode) switches it later.
+    pub async fn start_session(users: &[&str]) -> Self {
+        Self::start_in("session", 16, users).await
+    }
+
+    /// Switch the pooling mode while it runs (the file rewritten, then
+    /// SIGHUP, as an operator reloads it): clients already connected get the
+    /// new mode at their next transaction. Servers are handed out in turn
+    /// (`server_round_robin`), so in transaction mode a client's next
+    /// transaction lands on another server session.
+    pub fn pool_mode(&self, mode: &str) {
+        let ini = self.dir.join("pgbouncer.ini");
+        let text = std::fs::read_to_string(&ini).unwrap();
+        let text: String = text
+            .lines()
+            .map(|l| {
+                if l.starts_with("pool_mode = ") {
+                    format!("pool_mode = {mode}\n")
+                } else {
+                    format!("{l}\n")
+                }
+            })
+            .collect();
+        std::fs::write(&ini, text).unwrap();
+        let pid = self.child.as_ref().expect("pgbouncer running").id();
+        let ok = Command::new("kill")
+            .args(["-HUP", &pid.to_string()])
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(ok, "cannot send SIGHUP to pgbouncer (pid {pid})");
+    }
+
+    async fn start_in(mode: &str, pool: u32, users: &[&str]) -> Self {
         let port = free_port();
         let dir = std::env::temp_dir().join(format!("postbox-pgbouncer-{port}-{}", suffix()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -36,7 +75,8 @@ impl PgBouncer {
                 "[databases]\n* = host={host} port={server_port}\n\
                  [pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\n\
                  unix_socket_dir =\nauth_type = trust\nauth_file = {users}\n\
-                 pool_mode = transaction\ndefault_pool_size = 4\nmax_client_conn = 500\n\
+                 pool_mode = {mode}\ndefault_pool_size = {pool}\nserver_round_robin = 1\n\
+                 max_client_conn = 500\n\
                  ignore_startup_parameters = extra_float_digits\n\
                  logfile = {log}\n",
                 users = dir.join("users.txt").display(),

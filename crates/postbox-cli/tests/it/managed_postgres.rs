@@ -490,3 +490,66 @@ async fn a_listener_whose_server_vanished_is_replaced_within_the_session_timeout
     drop(relay);
     ctx.cleanup().await;
 }
+
+/// A pooler switched to transaction mode while a relay runs through it (the
+/// relay started through it in session mode, which it accepts): the worker's
+/// next statement lands on another server session, where its prepared
+/// statement is missing (or its backend pid differs), and the relay stops
+/// with the pooler named, rather than retry for good on sessions that are
+/// not its own; the rows stay, and a relay on a direct URL delivers them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_whose_session_moves_under_it_stops_and_loses_nothing() {
+    let ctx = Ctx::new("moved").await;
+    let redis = postbox_testkit::redis_url();
+    let mut pooler = PgBouncer::start_session(&[]).await;
+    let mut args = ctx.relay_args();
+    args[1] = pooler.url();
+    args.extend(["--redis-url", &redis, "--workers", "1"].map(String::from));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut relay = postbox_testkit::RelayProcess::spawn(BIN, &args, &[]);
+    relay.wait_for_line("relay started", LONG).await;
+    let view = RedisView::new(&redis, &ctx.queue).await;
+    ctx.produce(vec![ctx.event("k", 1)]).await;
+    wait_until(LONG, "the first event, in session mode", || async {
+        view.wait_len().await == 1
+    })
+    .await;
+
+    // Server sessions other clients left idle in the pool, as on any busy
+    // pooler: in transaction mode the worker's next transaction may get one.
+    for _ in 0..3 {
+        let mut c = sqlx::PgConnection::connect(&pooler.url()).await.unwrap();
+        sqlx::query("SELECT 1").execute(&mut c).await.unwrap();
+        c.close().await.unwrap();
+    }
+    pooler.pool_mode("transaction");
+    ctx.produce((2..=5).map(|n| ctx.event("k", n)).collect())
+        .await;
+    let code = relay.wait(Duration::from_secs(30)).await;
+    assert!(
+        code.is_some_and(|c| c != 0),
+        "the relay went on through a transaction pooler (exit {code:?}):\n{}\n{}",
+        relay.output(),
+        pooler.log()
+    );
+    assert!(
+        relay
+            .output()
+            .contains("connection pooler in transaction mode"),
+        "{}",
+        relay.output()
+    );
+    // The pooler's server sessions keep the stopped relay's partition locks
+    // until the server ends them (idle for session_timeout); a pooler taken
+    // down closes them at once.
+    pooler.kill();
+    let direct = ctx.relay(&redis, &[], &[]);
+    wait_until(LONG, "every event, by a relay on a direct URL", || async {
+        ctx.unsent().await == 0
+    })
+    .await;
+    assert_per_key_order(&view.waiting().await);
+    assert_eq!(view.wait_len().await, 5);
+    drop(direct);
+    ctx.cleanup().await;
+}

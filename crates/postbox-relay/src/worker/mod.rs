@@ -178,6 +178,15 @@ impl Worker {
             let (mut conn, backend) = match answered(silent, "connecting", self.connect()).await {
                 Ok(c) => c,
                 Err(e) => {
+                    if let Some(evidence) = shared_session(&e) {
+                        return Err(crate::RelayError::Pooled {
+                            url: self.config.database_url.redacted(),
+                            evidence: format!(
+                                "relay worker {}#{}: {evidence}",
+                                self.schema, self.n
+                            ),
+                        });
+                    }
                     tracing::warn!(schema = %self.schema, error = %e, "relay worker cannot reach PostgreSQL; retrying");
                     self.pause(transient.delay(failures)).await;
                     failures += 1;
@@ -313,6 +322,17 @@ impl Worker {
                     // would not answer a close either. The server ends it
                     // after session_timeout of silence, which frees its locks.
                     drop(conn);
+                    if let Some(evidence) = shared_session(&e) {
+                        self.stats.owned.fetch_sub(self.owned.len() as i64, Relaxed);
+                        self.owned.clear();
+                        return Err(crate::RelayError::Pooled {
+                            url: self.config.database_url.redacted(),
+                            evidence: format!(
+                                "relay worker {}#{}: {evidence}",
+                                self.schema, self.n
+                            ),
+                        });
+                    }
                     tracing::warn!(schema = %self.schema, error = %e, "relay worker lost its database session; partitions released, reconnecting");
                     self.stats.owned.fetch_sub(self.owned.len() as i64, Relaxed);
                     self.owned.clear();
@@ -345,6 +365,21 @@ impl Worker {
 
 /// `fut`'s result, or an error if PostgreSQL has not answered within `limit`
 /// (the caller then gives the session up, its partitions with it).
+/// What a statement's failure shows of a session shared with other clients:
+/// a prepared statement this session made is missing (26000), or one it is
+/// about to make already exists (42P05). Only a pooler in transaction mode
+/// does that to a session; the backend pid check at the rebalance tick may
+/// never get to run, since every statement of the worker is prepared.
+fn shared_session(e: &sqlx::Error) -> Option<String> {
+    let db = e.as_database_error()?;
+    matches!(db.code().as_deref(), Some("26000") | Some("42P05")).then(|| {
+        format!(
+            "{} on a session it had prepared its statements on",
+            db.message()
+        )
+    })
+}
+
 async fn answered<T>(
     limit: Duration,
     what: &str,
