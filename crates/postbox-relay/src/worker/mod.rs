@@ -178,14 +178,8 @@ impl Worker {
             let (mut conn, backend) = match answered(silent, "connecting", self.connect()).await {
                 Ok(c) => c,
                 Err(e) => {
-                    if let Some(evidence) = shared_session(&e) {
-                        return Err(crate::RelayError::Pooled {
-                            url: self.config.database_url.redacted(),
-                            evidence: format!(
-                                "relay worker {}#{}: {evidence}",
-                                self.schema, self.n
-                            ),
-                        });
+                    if let Some(pooled) = self.pooled(&e) {
+                        return Err(pooled);
                     }
                     tracing::warn!(schema = %self.schema, error = %e, "relay worker cannot reach PostgreSQL; retrying");
                     self.pause(transient.delay(failures)).await;
@@ -322,16 +316,10 @@ impl Worker {
                     // would not answer a close either. The server ends it
                     // after session_timeout of silence, which frees its locks.
                     drop(conn);
-                    if let Some(evidence) = shared_session(&e) {
+                    if let Some(pooled) = self.pooled(&e) {
                         self.stats.owned.fetch_sub(self.owned.len() as i64, Relaxed);
                         self.owned.clear();
-                        return Err(crate::RelayError::Pooled {
-                            url: self.config.database_url.redacted(),
-                            evidence: format!(
-                                "relay worker {}#{}: {evidence}",
-                                self.schema, self.n
-                            ),
-                        });
+                        return Err(pooled);
                     }
                     tracing::warn!(schema = %self.schema, error = %e, "relay worker lost its database session; partitions released, reconnecting");
                     self.stats.owned.fetch_sub(self.owned.len() as i64, Relaxed);
@@ -378,6 +366,17 @@ fn shared_session(e: &sqlx::Error) -> Option<String> {
             db.message()
         )
     })
+}
+
+impl Worker {
+    /// The relay's error when `e` shows this worker's session shared by a
+    /// transaction pooler ([`shared_session`]).
+    fn pooled(&self, e: &sqlx::Error) -> Option<crate::RelayError> {
+        shared_session(e).map(|evidence| crate::RelayError::Pooled {
+            url: self.config.database_url.redacted(),
+            evidence: format!("relay worker {}#{}: {evidence}", self.schema, self.n),
+        })
+    }
 }
 
 async fn answered<T>(
