@@ -97,6 +97,11 @@ impl History {
         self.entries.lock().unwrap().push(Entry { at, kind });
     }
 
+    /// Seconds since the history began (the clock of [`Entry::at`]).
+    pub fn elapsed(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+
     pub fn harness(&self, who: &str, what: impl Into<String>) {
         self.push(Kind::Harness {
             who: who.into(),

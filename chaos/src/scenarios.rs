@@ -2,7 +2,7 @@
 //! by the same checker: lost, unexpected, duplicated deliveries, reordered
 //! within a chat, unsent in the outbox — all must be zero.
 
-use crate::history::Verdict;
+use crate::history::{Kind, Verdict};
 use crate::pg::{read_only, sync_standby, terminate, wait_owned_by, worker_sessions};
 use crate::world::{Options, Sender, World, LOCK_MS};
 use postbox_testkit::PgCluster;
@@ -26,6 +26,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("pg-failover", "a harness-owned primary with a synchronous streaming standby; the primary is killed (`pg_ctl -m immediate`) and the standby promoted; services and relays on a two-host URL with target_session_attrs=read-write move to it"),
     ("long-snapshot", "a repeatable-read snapshot held (as pg_dump holds one) while a filler writes 1,000 events/s beside the chats; the relay's lag and CPU per event must not grow with the dead rows it keeps (--hold, default 30 s)"),
     ("idle-writer", "a transaction writes an outbox row and sits idle in transaction, its xid holding the horizon, while a filler writes 1,000 events/s beside the chats; the others' events keep flowing, its own arrives when it commits (--hold, default 30 s)"),
+    ("pooler", "services through PgBouncer in transaction mode (unnamed statements), two relays through PgBouncer in session mode; both poolers killed under load and restarted 1 s later"),
     ("pg-partition", "the network between one relay and PostgreSQL drops every packet (fault proxy: nothing forwarded, nothing closed); the server ends its silent sessions after session_timeout, the other relay takes over, the cut-off one resumes when healed"),
 ];
 
@@ -39,6 +40,7 @@ pub const FAST: &[&str] = &[
     "pg-immediate-stop",
     "pg-partition",
     "pg-failover",
+    "pooler",
 ];
 
 const CHATS: i64 = 3; // the chat seeds chats 1..=3
@@ -66,7 +68,7 @@ async fn at(start: Instant, secs: f64) {
 /// Run one scenario; prints its verdict; true if clean.
 pub async fn run(admin_url: &str, name: &str, hold: Duration) -> Result<bool, chat::Error> {
     let (relays, flags): (usize, Vec<String>) = match name {
-        "relay-kill" | "relay-stop-takeover" => (2, vec![]),
+        "relay-kill" | "relay-stop-takeover" | "pooler" => (2, vec![]),
         "pg-partition" => (
             2,
             vec!["--session-timeout".into(), PARTITION_SESSION_TIMEOUT.into()],
@@ -116,6 +118,7 @@ pub async fn run(admin_url: &str, name: &str, hold: Duration) -> Result<bool, ch
             relay_flags: flags.clone(),
             redis_proxy: matches!(name, "redis-partition" | "redis-latency"),
             pg_proxy: name == "pg-partition",
+            pooler: name == "pooler",
             db_hosts: standby
                 .as_ref()
                 .zip(cluster.as_ref())
@@ -130,6 +133,7 @@ pub async fn run(admin_url: &str, name: &str, hold: Duration) -> Result<bool, ch
     let load_task = tokio::spawn(load(w.sender(), LOAD));
     let t0 = Instant::now();
     let mut extra_ok = true;
+    let mut outage = None;
 
     match name {
         "relay-kill" => {
@@ -291,6 +295,22 @@ pub async fn run(admin_url: &str, name: &str, hold: Duration) -> Result<bool, ch
             wait_owned_by(&w, cut, 1, Duration::from_secs(30)).await?;
             h.harness("relay", "relay #0 owns partitions again");
         }
+        "pooler" => {
+            at(t0, 2.0).await;
+            let p = w.poolers.as_mut().expect("poolers");
+            p.services.kill();
+            p.relays.kill();
+            let down = h.elapsed();
+            h.harness("pgbouncer", "both poolers killed");
+            at(t0, 3.0).await;
+            p.services.restart().await;
+            p.relays.restart().await;
+            let up = h.elapsed();
+            h.harness("pgbouncer", "both poolers up");
+            // Outside the outage every answer is a 201: a 5xx there would be
+            // a statement the pooler broke (a named one on a shared session).
+            outage = Some((down, up + 1.0));
+        }
         "long-snapshot" | "idle-writer" => {
             at(t0, 0.5).await;
             extra_ok = crate::horizon::run(&w, name == "idle-writer", hold).await?;
@@ -327,6 +347,16 @@ pub async fn run(admin_url: &str, name: &str, hold: Duration) -> Result<bool, ch
     }
     load_task.await??;
     w.converge(Duration::from_secs(60)).await?;
+
+    if let Some((from, to)) = outage {
+        let outside = h
+            .entries()
+            .iter()
+            .filter(|e| matches!(e.kind, Kind::Indeterminate(_)) && (e.at < from || e.at > to))
+            .count();
+        println!("answers other than 201 outside the pooler outage: {outside}");
+        extra_ok = outside == 0;
+    }
 
     if name == "pg-read-only" {
         // A read-only database is the database's trouble, never the events'.

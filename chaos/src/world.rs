@@ -7,12 +7,15 @@ use crate::history::{History, Msg};
 use crate::infra::{free_port, sibling, Proc, Redis};
 pub use crate::sender::Sender;
 use chat::http::Http;
-use chat::setup::{service_url, SetupArgs};
+use chat::setup::{role_for, service_url, SetupArgs};
 use postbox::SchemaName;
-use postbox_testkit::Proxy;
+use postbox_testkit::{PgBouncer, Proxy};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+
+/// The password of the run's service roles.
+const ROLE_PASSWORD: &str = "chat";
 
 /// Shortened like the seed's test (BullMQ's default is 30 s).
 pub const LOCK_MS: u64 = 5000;
@@ -72,10 +75,20 @@ pub struct World {
     postbox_bin: PathBuf,
     /// Between the first consumers relay and PostgreSQL, if [`Options::pg_proxy`].
     pub pg_proxy: Option<Proxy>,
+    /// Between the services and relays and PostgreSQL, if [`Options::pooler`].
+    pub poolers: Option<Poolers>,
     /// The broker flags of the relays (the Redis URL is the proxy's, if any).
     relay_broker_args: Vec<String>,
     sender: Sender,
     v2: bool,
+}
+
+/// The PgBouncers of [`Options::pooler`].
+pub struct Poolers {
+    /// Transaction mode, a small pool: the services' URL.
+    pub services: PgBouncer,
+    /// Session mode: the relays' URL.
+    pub relays: PgBouncer,
 }
 
 /// How to build a world.
@@ -93,6 +106,11 @@ pub struct Options {
     /// Route the first consumers relay's PostgreSQL sessions through a fault
     /// [`Proxy`] (everything else talks to PostgreSQL directly).
     pub pg_proxy: bool,
+    /// Route the services' sessions through PgBouncer in transaction mode
+    /// (they run with `--statements unnamed`) and the relays' through
+    /// PgBouncer in session mode, as a hosted database's pooled and session
+    /// URLs (the harness itself talks to PostgreSQL directly).
+    pub pooler: bool,
     /// Give the services and relays this libpq host list instead of the
     /// admin URL's host, with `target_session_attrs=read-write` (failover).
     pub db_hosts: Option<String>,
@@ -143,10 +161,20 @@ impl World {
         chat::setup::run(SetupArgs {
             admin_url: admin_url.to_owned(),
             schemas: vec![cs.clone(), ws.clone()],
-            role_password: "chat".into(),
+            role_password: ROLE_PASSWORD.into(),
             reset: true,
         })
         .await?;
+        let poolers = if o.pooler {
+            let roles = [role_for(&SchemaName::new(&cs)?), role_for(&SchemaName::new(&ws)?)];
+            let users = roles.each_ref().map(|r| (r.as_str(), ROLE_PASSWORD));
+            Some(Poolers {
+                services: PgBouncer::start_for(admin_url, "transaction", 4, &users).await,
+                relays: PgBouncer::start_for(admin_url, "session", 16, &users).await,
+            })
+        } else {
+            None
+        };
         let mode = if o.v2 { "v2" } else { "v1" };
         let make = |service: &str,
                     peer: &str,
@@ -154,10 +182,14 @@ impl World {
                     peer_schema: &str,
                     relays: usize|
          -> Result<Service, chat::Error> {
-            let mut url = service_url(admin_url, &SchemaName::new(schema)?, "chat")?;
+            let mut url = service_url(admin_url, &SchemaName::new(schema)?, ROLE_PASSWORD)?;
             if let Some(hosts) = &o.db_hosts {
                 url = with_hosts(&url, hosts)?;
             }
+            let (service_db, statements) = match &poolers {
+                Some(p) => (via(&url, p.services.port()), "unnamed"),
+                None => (url.clone(), "named"),
+            };
             let port = free_port();
             let args: Vec<String> = [
                 "--service",
@@ -169,7 +201,9 @@ impl World {
                 "--peer-schema",
                 peer_schema,
                 "--database-url",
-                &url,
+                &service_db,
+                "--statements",
+                statements,
                 "--listen",
                 &format!("127.0.0.1:{port}"),
                 "--lock-duration-ms",
@@ -185,13 +219,9 @@ impl World {
             let svc = Proc::new(service, program, args, history.clone());
             let relays = (0..if o.v2 { relays } else { 0 })
                 .map(|i| {
-                    let url = match pg_proxy_port {
-                        Some(port) if i == 0 && service == "consumers" => {
-                            let mut u = url::Url::parse(&url).expect("a URL");
-                            let _ = u.set_host(Some("127.0.0.1"));
-                            let _ = u.set_port(Some(port));
-                            u.to_string()
-                        }
+                    let url = match (pg_proxy_port, &poolers) {
+                        (Some(port), _) if i == 0 && service == "consumers" => via(&url, port),
+                        (_, Some(p)) => via(&url, p.relays.port()),
                         _ => url.clone(),
                     };
                     relay_proc(
@@ -223,6 +253,7 @@ impl World {
             node,
             proxy,
             pg_proxy,
+            poolers,
             consumers,
             workers,
             postbox_bin,
@@ -453,6 +484,14 @@ fn relay_proc(
     args.extend(broker.iter().cloned());
     args.extend(flags.iter().cloned());
     Proc::new(name, bin.to_path_buf(), args, history.clone())
+}
+
+/// `url` to 127.0.0.1:`port` instead (a proxy or pooler in front of its server).
+fn via(url: &str, port: u16) -> String {
+    let mut u = url::Url::parse(url).expect("a URL");
+    let _ = u.set_host(Some("127.0.0.1"));
+    let _ = u.set_port(Some(port));
+    u.to_string()
 }
 
 /// `url` with its `host:port` replaced by a libpq host list, asking for a

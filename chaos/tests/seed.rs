@@ -109,6 +109,9 @@ fn fast_fault_scenarios_lose_nothing() {
         "poison",
         "redis-partition",
         "pg-immediate-stop",
+        "pg-partition",
+        "pg-failover",
+        "pooler",
     ] {
         let line = stdout
             .lines()
@@ -119,6 +122,10 @@ fn fast_fault_scenarios_lose_nothing() {
             "{line}"
         );
     }
+    assert!(
+        stdout.contains("answers other than 201 outside the pooler outage: 0"),
+        "{stdout}"
+    );
 }
 
 /// A long snapshot and an idle writer beside a 1,000 events/s filler: the

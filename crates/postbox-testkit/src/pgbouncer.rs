@@ -22,14 +22,27 @@ impl PgBouncer {
     /// Start one that lets `users` (beside `postgres` and `root`) in, and wait
     /// until it accepts connections.
     pub async fn start(users: &[&str]) -> Self {
-        Self::start_in("transaction", 4, users).await
+        Self::start_in(server(), "transaction", 4, &trusted(users)).await
+    }
+
+    /// One in `mode` (`transaction` or `session`) with `pool` server sessions
+    /// per user, in front of the server of `server_url` (not necessarily
+    /// `DATABASE_URL`'s), letting in `users` given as `(name, password)`:
+    /// the password is the one it logs in to the server with.
+    pub async fn start_for(server_url: &str, mode: &str, pool: u32, users: &[(&str, &str)]) -> Self {
+        let server = url::Url::parse(server_url).expect("server URL is a URL");
+        let users: Vec<(String, String)> = users
+            .iter()
+            .map(|(u, p)| (u.to_string(), p.to_string()))
+            .collect();
+        Self::start_in(server, mode, pool, &users).await
     }
 
     /// [`start`](Self::start) in **session** pooling mode (a client keeps its
     /// server connection until it leaves), with room for a relay's sessions;
     /// [`pool_mode`](Self::pool_mode) switches it later.
     pub async fn start_session(users: &[&str]) -> Self {
-        Self::start_in("session", 16, users).await
+        Self::start_in(server(), "session", 16, &trusted(users)).await
     }
 
     /// Switch the pooling mode while it runs (the file rewritten, then
@@ -60,11 +73,10 @@ impl PgBouncer {
         assert!(ok, "cannot send SIGHUP to pgbouncer (pid {pid})");
     }
 
-    async fn start_in(mode: &str, pool: u32, users: &[&str]) -> Self {
+    async fn start_in(server: url::Url, mode: &str, pool: u32, users: &[(String, String)]) -> Self {
         let port = free_port();
         let dir = std::env::temp_dir().join(format!("postbox-pgbouncer-{port}-{}", suffix()));
         std::fs::create_dir_all(&dir).unwrap();
-        let server = server();
         let (host, server_port) = (
             server.host_str().unwrap_or("127.0.0.1").to_string(),
             server.port().unwrap_or(5432),
@@ -84,19 +96,9 @@ impl PgBouncer {
             ),
         )
         .unwrap();
-        // The password of DATABASE_URL's user (a fresh machine's server asks
-        // for one over TCP) is the one PgBouncer logs in to the server with.
-        let password = |u: &str| {
-            if u == server.username() {
-                server.password().unwrap_or("").to_string()
-            } else {
-                String::new()
-            }
-        };
-        let list: String = ["postgres", "root"]
+        let list: String = users
             .iter()
-            .chain(users)
-            .map(|u| format!("\"{u}\" \"{}\"\n", password(u)))
+            .map(|(u, p)| format!("\"{u}\" \"{p}\"\n"))
             .collect();
         std::fs::write(dir.join("users.txt"), list).unwrap();
         // Readable, and its log writable, by the user it runs as.
@@ -112,6 +114,11 @@ impl PgBouncer {
         };
         s.restart().await;
         s
+    }
+
+    /// The port it listens on (127.0.0.1).
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// `postgres://postgres@127.0.0.1:<port>/<database of DATABASE_URL>`.
@@ -174,6 +181,25 @@ impl PgBouncer {
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("pgbouncer.log")).unwrap_or_default()
     }
+}
+
+/// `postgres`, `root` and `users`, trusted; the password of DATABASE_URL's
+/// user (a fresh machine's server asks for one over TCP) is the one PgBouncer
+/// logs in to the server with.
+fn trusted(users: &[&str]) -> Vec<(String, String)> {
+    let server = server();
+    ["postgres", "root"]
+        .iter()
+        .chain(users)
+        .map(|u| {
+            let password = if *u == server.username() {
+                server.password().unwrap_or("").to_string()
+            } else {
+                String::new()
+            };
+            (u.to_string(), password)
+        })
+        .collect()
 }
 
 fn server() -> url::Url {

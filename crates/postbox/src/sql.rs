@@ -34,7 +34,11 @@ pub enum Statements {
 }
 
 impl Statements {
-    pub(crate) fn persistent(self) -> bool {
+    /// The value for sqlx's `persistent()`, for your own statements on the
+    /// same connections: `sqlx::query(sql).persistent(statements.persistent())`.
+    /// (sqlx's `statement_cache_capacity(0)` is no substitute: sqlx then still
+    /// prepares *named* statements, and leaves them on the session.)
+    pub fn persistent(self) -> bool {
         self == Statements::Named
     }
 }

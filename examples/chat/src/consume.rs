@@ -17,7 +17,11 @@ use tokio_util::sync::CancellationToken;
 pub(crate) async fn run(svc: Arc<Svc>, a: Args, schema: SchemaName, shutdown: CancellationToken) {
     let queue = crate::model::queue_for(schema.as_str());
     let inbox = match Inbox::new(schema.as_str()) {
-        Ok(inbox) => InboxConsumer::new(svc.pool.clone(), inbox, &format!("chat-{}", a.service)),
+        Ok(inbox) => InboxConsumer::new(
+            svc.pool.clone(),
+            inbox.statements(svc.statements),
+            &format!("chat-{}", a.service),
+        ),
         Err(e) => {
             tracing::error!(error = %e, "bad schema name");
             return;

@@ -23,6 +23,7 @@ impl postbox::Handler for Receiver {
             model::CREATED => {
                 let m: MessageCreated = job.json()?;
                 sqlx::query(&s.q_received)
+                    .persistent(s.statements.persistent())
                     .bind(m.id)
                     .bind(m.chat_id)
                     .bind(&m.body)
@@ -50,6 +51,7 @@ impl postbox::Handler for Receiver {
             model::RECEIVED => {
                 let r: MessageReceived = job.json()?;
                 sqlx::query(&s.q_delivered)
+                    .persistent(s.statements.persistent())
                     .bind(r.id)
                     .fetch_optional(&mut *tx)
                     .await?;

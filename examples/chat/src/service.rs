@@ -62,6 +62,27 @@ pub struct Args {
     /// v2 (postbox) or v1 (the seed's naive dual write, for comparison).
     #[arg(long, value_enum, default_value = "v2")]
     pub mode: Mode,
+    /// How this service prepares its statements: `unnamed` when the database
+    /// URL goes through a connection pooler in transaction mode (PgBouncer,
+    /// a hosted database's pooled URL), `named` (kept per session) otherwise.
+    #[arg(long, value_enum, default_value = "named")]
+    pub statements: Statements,
+}
+
+/// [`postbox::Statements`], as a command-line value.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Statements {
+    Named,
+    Unnamed,
+}
+
+impl From<Statements> for postbox::Statements {
+    fn from(s: Statements) -> Self {
+        match s {
+            Statements::Named => postbox::Statements::Named,
+            Statements::Unnamed => postbox::Statements::Unnamed,
+        }
+    }
 }
 
 pub struct Svc {
@@ -74,6 +95,8 @@ pub struct Svc {
     pub(crate) crash_after_inbox: Option<String>,
     pub(crate) peer_topic: String,
     pub(crate) pool: PgPool,
+    /// How every statement of this service is prepared (`--statements`).
+    pub(crate) statements: postbox::Statements,
     pub(crate) outbox: Outbox,
     pub(crate) io: SocketIo,
     pub(crate) q_list: String,
@@ -168,7 +191,8 @@ pub async fn run(a: Args) -> Result<(), Error> {
             .ok()
             .and_then(|f| f.strip_prefix("crash_after_inbox:").map(str::to_owned)),
         peer_topic: model::queue_for(peer_schema.as_str()),
-        outbox: Outbox::new(schema.as_str())?,
+        statements: a.statements.into(),
+        outbox: Outbox::new(schema.as_str())?.statements(a.statements.into()),
         io: io.clone(),
         q_list: r(include_str!("../sql/chat_list.sql")),
         q_exists: r(include_str!("../sql/chat_exists.sql")),
@@ -313,7 +337,14 @@ async fn info(State(s): State<Arc<Svc>>) -> Json<serde_json::Value> {
 }
 
 async fn chats(State(s): State<Arc<Svc>>) -> Result<Json<serde_json::Value>, ApiError> {
-    let rows: Vec<(i64, String)> = sqlx::query_as(&s.q_list).fetch_all(&s.pool).await?;
+    // Reads run in a transaction too: behind a transaction pooler, an
+    // unnamed statement's parse and execute must reach the same session.
+    let mut tx = s.pool.begin().await?;
+    let rows: Vec<(i64, String)> = sqlx::query_as(&s.q_list)
+        .persistent(s.statements.persistent())
+        .fetch_all(&mut *tx)
+        .await?;
+    tx.commit().await?;
     Ok(Json(
         rows.into_iter()
             .map(|(id, title)| serde_json::json!({ "id": id, "title": title }))
@@ -323,6 +354,7 @@ async fn chats(State(s): State<Arc<Svc>>) -> Result<Json<serde_json::Value>, Api
 
 pub(crate) async fn chat_exists(s: &Svc, conn: &mut PgConnection, id: i64) -> Result<(), ApiError> {
     let exists: bool = sqlx::query_scalar(&s.q_exists)
+        .persistent(s.statements.persistent())
         .bind(id)
         .fetch_one(conn)
         .await?;
@@ -340,13 +372,15 @@ async fn history(
     State(s): State<Arc<Svc>>,
     Path(id): Path<i64>,
 ) -> Result<Json<Vec<Message>>, ApiError> {
-    let mut conn = s.pool.acquire().await?;
-    chat_exists(&s, &mut conn, id).await?;
+    let mut tx = s.pool.begin().await?;
+    chat_exists(&s, &mut tx, id).await?;
     let rows: Vec<Message> = sqlx::query_as(&s.q_history)
+        .persistent(s.statements.persistent())
         .bind(id)
         .bind(&s.service)
-        .fetch_all(&mut *conn)
+        .fetch_all(&mut *tx)
         .await?;
+    tx.commit().await?;
     Ok(Json(rows))
 }
 
@@ -390,6 +424,7 @@ async fn send(
     let mut tx = s.pool.begin().await?;
     chat_exists(&s, &mut tx, id).await?;
     let (mid, chat_id, body, created_at, _delivered): Stored = sqlx::query_as(&s.q_insert)
+        .persistent(s.statements.persistent())
         .bind(id)
         .bind(&body)
         .fetch_one(&mut *tx)
