@@ -1,18 +1,21 @@
 //! One relay worker: a PostgreSQL session that owns some partitions of one
 //! schema's outbox and relays them, batch after batch, in id order. This file
 //! is its loop; [`ownership`] is how it shares the partitions with the other
-//! workers, [`crew`] how many its relay's workers each aim for, [`batch`] one
-//! claim → publish → commit.
+//! workers, [`crew`] how many its relay's workers each aim for, [`schedule`]
+//! when it rebalances, claims or sleeps, [`batch`] one claim → publish →
+//! commit.
 
 mod batch;
 mod crew;
 mod cursor;
 mod ownership;
+mod schedule;
 
 pub(crate) use crew::Crew;
 
 use crate::wake::{SchemaSignals, WakeRx};
-use crate::{Backoff, Config, Destination, Stats};
+use crate::{Config, Destination, Stats};
+use schedule::{Drained, Pace, Schedule, Step};
 use postbox::{sql::Queries, SchemaName, PARTITIONS};
 use sqlx::Connection;
 use std::sync::atomic::Ordering::Relaxed;
@@ -168,10 +171,7 @@ impl Worker {
 
     pub(crate) async fn run(mut self) -> Result<(), crate::RelayError> {
         self.failpoint.worker_started();
-        let transient = Backoff {
-            base: self.config.backoff_min,
-            max: self.config.backoff_max,
-        };
+        let pace = Pace::of(&self.config);
         let mut failures = 0u32;
         let silent = self.config.session_timeout;
         while !self.shutdown.is_cancelled() {
@@ -182,104 +182,52 @@ impl Worker {
                         return Err(pooled);
                     }
                     tracing::warn!(schema = %self.schema, error = %e, "relay worker cannot reach PostgreSQL; retrying");
-                    self.pause(transient.delay(failures)).await;
+                    self.pause(pace.backoff.delay(failures)).await;
                     failures += 1;
                     continue;
                 }
             };
             failures = 0;
             self.crew.online(self.n, true);
-            let mut broker_failures = 0u32;
-            let mut next_rebalance = Instant::now();
-            // Claim at once on (re)connect: rows may have waited while we were away.
-            let mut claim_now = true;
-            let mut next_poll = Instant::now();
+            let mut schedule = Schedule::connected(pace, Instant::now());
             // A new session holds no armed locks: arm again before sleeping.
             self.armed.clear();
-            let mut last_activity = Instant::now();
             // The backend this session answered from later, if not `backend`.
             let mut moved = None;
             let result: Result<(), sqlx::Error> = async {
-                let mut rebalance_now = false;
                 while !self.shutdown.is_cancelled() {
                     // Checked between batches, so a worker draining a backlog
                     // still gives partitions back within one batch.
-                    rebalance_now |= self.rebalance.has_changed().unwrap_or(false);
                     let consolidated = self.crew.consolidated();
-                    rebalance_now |= consolidated != self.consolidated;
+                    if self.rebalance.has_changed().unwrap_or(false)
+                        || consolidated != self.consolidated
+                    {
+                        schedule.rebalance_soon();
+                    }
                     self.consolidated = consolidated;
-                    if rebalance_now || Instant::now() >= next_rebalance {
-                        self.rebalance.borrow_and_update();
-                        rebalance_now = false;
-                        match answered(silent, "rebalancing", self.rebalance(&mut conn, backend))
-                            .await?
-                        {
-                            // Newly taken partitions may hold a backlog: claim now.
-                            ownership::Rebalanced::Acquired => claim_now = true,
-                            ownership::Rebalanced::Unchanged => {}
-                            ownership::Rebalanced::SessionMoved { now } => {
+                    match schedule.step(Instant::now()) {
+                        Step::Rebalance => {
+                            self.rebalance.borrow_and_update();
+                            let r = answered(silent, "rebalancing", self.rebalance(&mut conn, backend))
+                                .await?;
+                            if let ownership::Rebalanced::SessionMoved { now } = r {
                                 moved = Some(now);
                                 break;
                             }
+                            let acquired = matches!(r, ownership::Rebalanced::Acquired);
+                            schedule.rebalanced(Instant::now(), acquired);
                         }
-                        next_rebalance = Instant::now() + self.config.rebalance_interval;
-                    }
-                    if !(claim_now || Instant::now() >= next_poll) {
-                        match self.idle(next_poll.min(next_rebalance)).await {
-                            Woken::Rows => claim_now = true,
-                            Woken::Rebalance => rebalance_now = true,
+                        Step::Idle(until) => match self.idle(until).await {
+                            Woken::Rows => schedule.rows_waiting(),
+                            Woken::Rebalance => schedule.rebalance_soon(),
                             Woken::Time => {}
-                        }
-                        continue;
-                    }
-                    // Mark wake-ups seen *before* claiming: a NOTIFY that lands
-                    // during the claim makes the next idle return at once.
-                    self.wake.borrow_and_update();
-                    claim_now = false;
-                    let pass = if self.owned.is_empty() {
-                        Pass::Drained { found: 0 }
-                    } else {
-                        let limit = self.config.publish_timeout + silent;
-                        answered(limit, "relaying a batch", self.pass(&mut conn)).await?
-                    };
-                    match pass {
-                        // Drain without waiting while batches come back full.
-                        Pass::Full => {
-                            broker_failures = 0;
-                            claim_now = true;
-                            last_activity = Instant::now();
-                        }
-                        Pass::Drained { found } => {
-                            broker_failures = 0;
-                            let now = Instant::now();
-                            if found > 0 {
-                                last_activity = now;
-                            }
-                            if now < last_activity + self.config.busy_poll_for {
-                                // Events just flowed: more are likely. A short
-                                // poll serves them without any NOTIFY.
-                                next_poll = now + self.config.busy_poll_interval;
-                            } else if !self.owned.iter().all(|p| self.armed.contains(p)) {
-                                // Armed: look once more before sleeping. Not all:
-                                // a producer is committing there, look shortly.
-                                if answered(silent, "arming wake-ups", self.arm(&mut conn)).await? {
-                                    claim_now = true;
-                                } else {
-                                    next_poll = now + self.config.busy_poll_interval;
-                                }
-                            } else {
-                                next_poll = now + self.config.poll_interval;
-                            }
-                            if let Some(due) =
-                                self.cursor.next_look().filter(|_| !self.owned.is_empty())
-                            {
-                                next_poll = next_poll.min(due);
-                            }
-                        }
-                        Pass::BrokerDown => {
-                            self.pause(transient.delay(broker_failures)).await;
-                            broker_failures += 1;
-                            claim_now = true;
+                        },
+                        Step::Claim => {
+                            // Mark wake-ups seen *before* claiming: a NOTIFY that lands
+                            // during the claim makes the next idle return at once.
+                            self.wake.borrow_and_update();
+                            schedule.claiming();
+                            self.claim(&mut conn, &mut schedule).await?;
                         }
                     }
                 }
@@ -291,8 +239,7 @@ impl Worker {
                 // Nothing more through this session: through a pooler, even
                 // a release would reach another client's backend.
                 drop(conn);
-                self.stats.owned.fetch_sub(self.owned.len() as i64, Relaxed);
-                self.owned.clear();
+                self.forget_owned();
                 return Err(crate::RelayError::SessionMoved {
                     worker: format!("{}#{}", self.schema, self.n),
                     before: backend,
@@ -306,8 +253,7 @@ impl Worker {
                     if let Err(e) = answered(silent, "leaving", self.leave(&mut conn)).await {
                         tracing::debug!(schema = %self.schema, error = %e, "could not announce leaving; the others rebalance at their next tick");
                     }
-                    self.stats.owned.fetch_sub(self.owned.len() as i64, Relaxed);
-                    self.owned.clear();
+                    self.forget_owned();
                     self.cursor.owned(&[], &self.crew.handover);
                     let _ = conn.close().await;
                 }
@@ -317,19 +263,55 @@ impl Worker {
                     // after session_timeout of silence, which frees its locks.
                     drop(conn);
                     if let Some(pooled) = self.pooled(&e) {
-                        self.stats.owned.fetch_sub(self.owned.len() as i64, Relaxed);
-                        self.owned.clear();
+                        self.forget_owned();
                         return Err(pooled);
                     }
                     tracing::warn!(schema = %self.schema, error = %e, "relay worker lost its database session; partitions released, reconnecting");
-                    self.stats.owned.fetch_sub(self.owned.len() as i64, Relaxed);
-                    self.owned.clear();
+                    self.forget_owned();
                     self.cursor.owned(&[], &self.crew.handover);
-                    self.pause(transient.delay(0)).await;
+                    self.pause(pace.backoff.delay(0)).await;
                 }
             }
         }
         Ok(())
+    }
+
+    /// One claim → publish → commit, and what the schedule makes of it.
+    async fn claim(
+        &mut self,
+        conn: &mut sqlx::PgConnection,
+        schedule: &mut Schedule,
+    ) -> Result<(), sqlx::Error> {
+        let silent = self.config.session_timeout;
+        let pass = if self.owned.is_empty() {
+            Pass::Drained { found: 0 }
+        } else {
+            let limit = self.config.publish_timeout + silent;
+            answered(limit, "relaying a batch", self.pass(conn)).await?
+        };
+        match pass {
+            // Drain without waiting while batches come back full.
+            Pass::Full => schedule.full(Instant::now()),
+            Pass::Drained { found } => {
+                let look_by = self.cursor.next_look().filter(|_| !self.owned.is_empty());
+                let all_armed = self.owned.iter().all(|p| self.armed.contains(p));
+                if schedule.drained(Instant::now(), found, all_armed, look_by) == Drained::Arm {
+                    let all = answered(silent, "arming wake-ups", self.arm(conn)).await?;
+                    schedule.armed(Instant::now(), all, look_by);
+                }
+            }
+            Pass::BrokerDown => {
+                let delay = schedule.broker_down();
+                self.pause(delay).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// The session is gone or going: its partitions are no longer this worker's.
+    fn forget_owned(&mut self) {
+        self.stats.owned.fetch_sub(self.owned.len() as i64, Relaxed);
+        self.owned.clear();
     }
 
     /// Sleep, but wake early on shutdown.
@@ -351,8 +333,6 @@ impl Worker {
     }
 }
 
-/// `fut`'s result, or an error if PostgreSQL has not answered within `limit`
-/// (the caller then gives the session up, its partitions with it).
 /// What a statement's failure shows of a session shared with other clients:
 /// a prepared statement this session made is missing (26000), or one it is
 /// about to make already exists (42P05). Only a pooler in transaction mode
@@ -379,6 +359,8 @@ impl Worker {
     }
 }
 
+/// `fut`'s result, or an error if PostgreSQL has not answered within `limit`
+/// (the caller then gives the session up, its partitions with it).
 async fn answered<T>(
     limit: Duration,
     what: &str,
