@@ -2,10 +2,8 @@
 //! their relays and its own Redis as processes, injects faults on a schedule,
 //! records what every process reports, and judges the history.
 
-mod backlog;
 mod brokers;
 mod history;
-mod horizon;
 mod infra;
 mod latency;
 mod pg;
@@ -190,18 +188,22 @@ async fn command(command: Command) -> Result<bool, chat::Error> {
             Ok::<bool, chat::Error>(ok)
         }
         Command::Run(a) => {
-            let mut names: Vec<&str> = Vec::new();
+            let mut chosen = Vec::new();
             for s in &a.scenarios {
                 match s.as_str() {
-                    "all" => names.extend(scenarios::ALL.iter().map(|(n, _)| *n)),
-                    "fast" => names.extend(scenarios::FAST),
-                    other => names.push(other),
+                    "all" => chosen.extend(scenarios::ALL),
+                    "fast" => {
+                        for name in scenarios::FAST {
+                            chosen.push(scenarios::find(name)?);
+                        }
+                    }
+                    other => chosen.push(scenarios::find(other)?),
                 }
             }
             let mut failed = Vec::new();
-            for name in names {
-                if !scenarios::run(&a.admin_url, name, a.hold).await? {
-                    failed.push(name);
+            for scenario in chosen {
+                if !scenarios::run(&a.admin_url, scenario, a.hold).await? {
+                    failed.push(scenario.name());
                 }
             }
             if !failed.is_empty() {
@@ -221,8 +223,8 @@ async fn command(command: Command) -> Result<bool, chat::Error> {
         }
         Command::Soak(a) => soak::run(a.duration, a.seed).await,
         Command::List => {
-            for (name, about) in scenarios::ALL {
-                println!("{name:<22} {about}");
+            for s in scenarios::ALL {
+                println!("{:<22} {}", s.name(), s.about());
             }
             Ok(true)
         }

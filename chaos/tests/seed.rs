@@ -123,7 +123,7 @@ fn fast_fault_scenarios_lose_nothing() {
         );
     }
     assert!(
-        stdout.contains("answers other than 201 outside the pooler outage: 0"),
+        stdout.contains("answers other than 201 outside the outage: 0"),
         "{stdout}"
     );
 }

@@ -7,8 +7,47 @@
 //! scenario prints the filler's lag p99 (claim time − commit time) and the
 //! relay's CPU per 1,000 events before and during the hold.
 
+use super::{Run, Scenario};
 use crate::world::World;
 use std::time::{Duration, Instant};
+
+pub struct LongSnapshot;
+
+#[async_trait::async_trait]
+impl Scenario for LongSnapshot {
+    fn name(&self) -> &'static str {
+        "long-snapshot"
+    }
+
+    fn about(&self) -> &'static str {
+        "a repeatable-read snapshot held (as pg_dump holds one) while a filler writes 1,000 events/s beside the chats; the relay's lag and CPU per event must not grow with the dead rows it keeps (--hold, default 30 s)"
+    }
+
+    async fn faults(&self, run: &mut Run) -> Result<(), chat::Error> {
+        run.at(0.5).await;
+        run.ok &= hold_beside_filler(&run.w, false, run.hold).await?;
+        Ok(())
+    }
+}
+
+pub struct IdleWriter;
+
+#[async_trait::async_trait]
+impl Scenario for IdleWriter {
+    fn name(&self) -> &'static str {
+        "idle-writer"
+    }
+
+    fn about(&self) -> &'static str {
+        "a transaction writes an outbox row and sits idle in transaction, its xid holding the horizon, while a filler writes 1,000 events/s beside the chats; the others' events keep flowing, its own arrives when it commits (--hold, default 30 s)"
+    }
+
+    async fn faults(&self, run: &mut Run) -> Result<(), chat::Error> {
+        run.at(0.5).await;
+        run.ok &= hold_beside_filler(&run.w, true, run.hold).await?;
+        Ok(())
+    }
+}
 
 /// Filler events per second, written `FILLER_BATCH` to a statement.
 const FILLER_RATE: u64 = 1000;
@@ -139,7 +178,7 @@ async fn window(w: &World, pid: u32, length: Duration) -> Result<Window, sqlx::E
 }
 
 /// Run the hold beside the chats' load; true if the lag stayed in bounds.
-pub async fn run(w: &World, idle_writer: bool, hold: Duration) -> Result<bool, chat::Error> {
+async fn hold_beside_filler(w: &World, idle_writer: bool, hold: Duration) -> Result<bool, chat::Error> {
     let h = w.history.clone();
     let pid = w.consumers.relays[0].pid().ok_or("relay not running")?;
     let filler = Filler::start(w);

@@ -6,19 +6,40 @@
 //! held in memory beyond one batch per worker) and the pending gauge it
 //! exports (the lag an operator's alert would watch).
 
+use super::{Run, Scenario};
 use crate::infra::free_port;
 use crate::world::World;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-pub const EVENTS: i64 = 1_000_000;
+pub struct Backlog1m;
+
+#[async_trait::async_trait]
+impl Scenario for Backlog1m {
+    fn name(&self) -> &'static str {
+        "backlog-1m"
+    }
+
+    fn about(&self) -> &'static str {
+        "the consumers relay stopped while 1,000,000 events pile up in the outbox; a new relay drains them with its resident memory flat and the pending gauge showing the lag, and the chats come through"
+    }
+
+    async fn faults(&self, run: &mut Run) -> Result<(), chat::Error> {
+        run.at(0.5).await;
+        let port = pile_up(&mut run.w).await?;
+        run.ok &= watch_drain(&run.w, port, Duration::from_secs(900)).await?;
+        Ok(())
+    }
+}
+
+const EVENTS: i64 = 1_000_000;
 const CHUNK: i64 = 100_000;
 /// Growth of resident memory allowed after the first tenth has drained.
 const FLAT_MB: f64 = 24.0;
 
 /// Stop the consumers relay, write the backlog, start the observed relay.
 /// Returns the relay's admin port.
-pub async fn pile_up(w: &mut World) -> Result<u16, chat::Error> {
+async fn pile_up(w: &mut World) -> Result<u16, chat::Error> {
     let h = w.history.clone();
     w.consumers.relays[0].stop().await?;
     h.harness("relay", "consumers relay stopped");
@@ -58,7 +79,7 @@ pub async fn pile_up(w: &mut World) -> Result<u16, chat::Error> {
 
 /// Sample until the outbox is empty (or `timeout`); print the figures.
 /// True if memory stayed flat and the gauge followed the drain.
-pub async fn watch_drain(w: &World, port: u16, timeout: Duration) -> Result<bool, chat::Error> {
+async fn watch_drain(w: &World, port: u16, timeout: Duration) -> Result<bool, chat::Error> {
     let pid = w.consumers.relays[0]
         .pid()
         .ok_or("backlog relay not running")?;
