@@ -45,12 +45,9 @@ pub async fn run(
         Options {
             v2,
             consumers_relays: 1,
-            relay_flags: vec![],
-            redis_proxy: false,
-            pg_proxy: false,
-            db_hosts: None,
             broker,
             node,
+            ..Default::default()
         },
     )
     .await?;

@@ -166,7 +166,10 @@ impl World {
         })
         .await?;
         let poolers = if o.pooler {
-            let roles = [role_for(&SchemaName::new(&cs)?), role_for(&SchemaName::new(&ws)?)];
+            let roles = [
+                role_for(&SchemaName::new(&cs)?),
+                role_for(&SchemaName::new(&ws)?),
+            ];
             let users = roles.each_ref().map(|r| (r.as_str(), ROLE_PASSWORD));
             Some(Poolers {
                 services: PgBouncer::start_for(admin_url, "transaction", 4, &users).await,

@@ -178,7 +178,11 @@ async fn window(w: &World, pid: u32, length: Duration) -> Result<Window, sqlx::E
 }
 
 /// Run the hold beside the chats' load; true if the lag stayed in bounds.
-async fn hold_beside_filler(w: &World, idle_writer: bool, hold: Duration) -> Result<bool, chat::Error> {
+async fn hold_beside_filler(
+    w: &World,
+    idle_writer: bool,
+    hold: Duration,
+) -> Result<bool, chat::Error> {
     let h = w.history.clone();
     let pid = w.consumers.relays[0].pid().ok_or("relay not running")?;
     let filler = Filler::start(w);

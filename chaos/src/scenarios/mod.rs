@@ -179,13 +179,16 @@ pub async fn load(sender: Sender, duration: Duration) -> Result<(), chat::Error>
 
 /// The scenario named `name`.
 pub fn find(name: &str) -> Result<&'static dyn Scenario, chat::Error> {
-    ALL.iter().copied().find(|s| s.name() == name).ok_or_else(|| {
-        format!(
-            "unknown scenario {name:?}; known: {}",
-            ALL.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ")
-        )
-        .into()
-    })
+    ALL.iter()
+        .copied()
+        .find(|s| s.name() == name)
+        .ok_or_else(|| {
+            format!(
+                "unknown scenario {name:?}; known: {}",
+                ALL.iter().map(|s| s.name()).collect::<Vec<_>>().join(", ")
+            )
+            .into()
+        })
 }
 
 /// Run one scenario; prints its verdict; true if clean.

@@ -32,10 +32,11 @@ impl Scenario for Pooler {
     async fn faults(&self, run: &mut Run) -> Result<(), chat::Error> {
         let h = run.history();
         run.at(2.0).await;
+        // Before the kill: a request it breaks may be answered before kill() returns.
+        let down = h.elapsed();
         let p = run.w.poolers.as_mut().expect("poolers");
         p.services.kill();
         p.relays.kill();
-        let down = h.elapsed();
         h.harness("pgbouncer", "both poolers killed");
         run.at(3.0).await;
         let p = run.w.poolers.as_mut().expect("poolers");

@@ -29,7 +29,12 @@ impl PgBouncer {
     /// per user, in front of the server of `server_url` (not necessarily
     /// `DATABASE_URL`'s), letting in `users` given as `(name, password)`:
     /// the password is the one it logs in to the server with.
-    pub async fn start_for(server_url: &str, mode: &str, pool: u32, users: &[(&str, &str)]) -> Self {
+    pub async fn start_for(
+        server_url: &str,
+        mode: &str,
+        pool: u32,
+        users: &[(&str, &str)],
+    ) -> Self {
         let server = url::Url::parse(server_url).expect("server URL is a URL");
         let users: Vec<(String, String)> = users
             .iter()

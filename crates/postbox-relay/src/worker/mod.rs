@@ -15,8 +15,8 @@ pub(crate) use crew::Crew;
 
 use crate::wake::{SchemaSignals, WakeRx};
 use crate::{Config, Destination, Stats};
-use schedule::{Drained, Pace, Schedule, Step};
 use postbox::{sql::Queries, SchemaName, PARTITIONS};
+use schedule::{Drained, Pace, Schedule, Step};
 use sqlx::Connection;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -208,8 +208,9 @@ impl Worker {
                     match schedule.step(Instant::now()) {
                         Step::Rebalance => {
                             self.rebalance.borrow_and_update();
-                            let r = answered(silent, "rebalancing", self.rebalance(&mut conn, backend))
-                                .await?;
+                            let r =
+                                answered(silent, "rebalancing", self.rebalance(&mut conn, backend))
+                                    .await?;
                             if let ownership::Rebalanced::SessionMoved { now } = r {
                                 moved = Some(now);
                                 break;
@@ -227,7 +228,7 @@ impl Worker {
                             // during the claim makes the next idle return at once.
                             self.wake.borrow_and_update();
                             schedule.claiming();
-                            self.claim(&mut conn, &mut schedule).await?;
+                            self.claim_and_pace(&mut conn, &mut schedule).await?;
                         }
                     }
                 }
@@ -277,7 +278,7 @@ impl Worker {
     }
 
     /// One claim → publish → commit, and what the schedule makes of it.
-    async fn claim(
+    async fn claim_and_pace(
         &mut self,
         conn: &mut sqlx::PgConnection,
         schedule: &mut Schedule,
