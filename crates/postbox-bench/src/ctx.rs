@@ -1,33 +1,6 @@
-//! `postbox bench`: the benchmark suite (issue #7). Each figure is printed
-//! next to a baseline measured in the same run, as a ratio, over several
-//! repetitions (median, min–max), with the machine's core count.
-//!
-//! One file per benchmark: [`drain`] (relay drain rate), [`latency`] (producer
-//! commit → consumer inbox commit), [`producer`] (cost of the outbox row to a
-//! producer), [`consumer`] (inbox worker throughput), [`load`] (the whole
-//! pipeline with producers flat out), [`restart`] (latency during a rolling
-//! relay restart), [`health`] (outbox size under sustained load); [`parts`]
-//! holds what several of them assemble, [`report`] prints the tables, writes
-//! JSON and the PNG; [`args`] holds the flags and their defaults.
+//! [`Ctx`]: what every benchmark of a run shares.
 
-mod args;
-mod consumer;
-mod cpu;
-mod drain;
-mod health;
-mod latency;
-mod load;
-mod parts;
-mod producer;
-mod report;
-mod restart;
-
-pub use args::Args;
-pub(crate) use args::Params;
-use args::Which;
-pub(crate) use parts::{relay_ready, warm, InboxOnly, NullSink};
-
-use crate::CliError;
+use crate::{BenchError, Params};
 use postbox::migrate::WakeUp;
 use postbox::SchemaName;
 use postbox_bullmq::bullmq::options::RedisConnectionOptions;
@@ -36,66 +9,6 @@ use postbox_relay::{Config, Secret};
 use sqlx::PgPool;
 use std::sync::Mutex;
 use std::time::Duration;
-
-pub async fn run(a: Args) -> Result<(), CliError> {
-    let (which, params) = a.resolve()?;
-    let pool = PgPool::connect(&params.database_url).await.map_err(|e| {
-        format!(
-            "cannot connect to PostgreSQL at {}: {e}",
-            Secret::new(params.database_url.clone())
-        )
-    })?;
-    let ctx = Ctx {
-        cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
-        tag: format!("postbox_bench_{}", std::process::id()),
-        p: params,
-        pool,
-        schemas: Mutex::new(Vec::new()),
-        queues: Mutex::new(Vec::new()),
-    };
-    let mut rep = report::Report::new(&ctx);
-    println!(
-        "postbox bench {}: {} cores, {} repetitions, {}",
-        which
-            .iter()
-            .map(|w| format!("{w:?}").to_lowercase())
-            .collect::<Vec<_>>()
-            .join(", "),
-        ctx.cores,
-        ctx.p.reps,
-        rep.timestamp
-    );
-    let result = run_all(&ctx, &which, &mut rep).await;
-    // Whatever happened, leave no bench schema or queue behind.
-    ctx.cleanup().await;
-    result?;
-    if let Some(path) = &a.json {
-        rep.write_json(path)?;
-        println!("\nfigures: {}", path.display());
-    }
-    if let Some(path) = &a.png {
-        rep.draw(path)?;
-        println!("chart: {}", path.display());
-    }
-    Ok(())
-}
-
-async fn run_all(ctx: &Ctx, which: &[Which], rep: &mut report::Report) -> Result<(), CliError> {
-    for w in which {
-        println!();
-        match w {
-            Which::Drain => rep.drain = Some(drain::run(ctx).await?),
-            Which::Latency => rep.latency = Some(latency::run(ctx).await?),
-            Which::Producer => rep.producer = Some(producer::run(ctx).await?),
-            Which::Consumer => rep.consumer = Some(consumer::run(ctx).await?),
-            Which::Health => rep.health = Some(health::run(ctx).await?),
-            Which::Load => rep.load = Some(load::run(ctx).await?),
-            Which::Restart => rep.restart = Some(restart::run(ctx).await?),
-            Which::All => unreachable!("expanded by resolve"),
-        }
-    }
-    Ok(())
-}
 
 /// What every benchmark shares: parameters, the pool, and the names it
 /// created, so that they are all removed at the end even after an error.
@@ -110,8 +23,26 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
+    /// Connect to PostgreSQL for a run with these parameters.
+    pub async fn connect(p: Params) -> Result<Ctx, BenchError> {
+        let pool = PgPool::connect(&p.database_url).await.map_err(|e| {
+            format!(
+                "cannot connect to PostgreSQL at {}: {e}",
+                Secret::new(p.database_url.clone())
+            )
+        })?;
+        Ok(Ctx {
+            cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
+            tag: format!("postbox_bench_{}", std::process::id()),
+            p,
+            pool,
+            schemas: Mutex::new(Vec::new()),
+            queues: Mutex::new(Vec::new()),
+        })
+    }
+
     /// A new migrated schema `postbox_bench_<pid>_<what>` with the given wake-up policy.
-    pub async fn schema(&self, what: &str, notify: WakeUp) -> Result<SchemaName, CliError> {
+    pub async fn schema(&self, what: &str, notify: WakeUp) -> Result<SchemaName, BenchError> {
         let schema = SchemaName::new(&format!("{}_{what}", self.tag))?;
         sqlx::raw_sql(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
             .execute(&self.pool)
@@ -123,7 +54,7 @@ impl Ctx {
     }
 
     /// Drop a schema made by [`Ctx::schema`] now (between repetitions).
-    pub async fn drop_schema(&self, schema: &SchemaName) -> Result<(), CliError> {
+    pub async fn drop_schema(&self, schema: &SchemaName) -> Result<(), BenchError> {
         sqlx::raw_sql(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
             .execute(&self.pool)
             .await?;
@@ -150,7 +81,7 @@ impl Ctx {
         }
     }
 
-    pub async fn queue(&self, name: &str) -> Result<Queue, CliError> {
+    pub async fn queue(&self, name: &str) -> Result<Queue, BenchError> {
         let opts = QueueOptions {
             connection: self.redis(),
             ..Default::default()
@@ -167,7 +98,7 @@ impl Ctx {
     }
 
     /// Remove a queue's jobs from Redis now (between repetitions, to free memory).
-    pub async fn obliterate(&self, name: &str) -> Result<(), CliError> {
+    pub async fn obliterate(&self, name: &str) -> Result<(), BenchError> {
         let q = self.queue(name).await?;
         // The crate calls the script again while keys remain, 5000 a call.
         q.obliterate(true, 5000)
@@ -192,7 +123,8 @@ impl Ctx {
         }
     }
 
-    async fn cleanup(&self) {
+    /// Drop every schema and obliterate every queue this run still has.
+    pub async fn cleanup(&self) {
         let schemas = std::mem::take(&mut *self.schemas.lock().unwrap());
         for s in schemas {
             if let Err(e) = self.drop_schema(&s).await {

@@ -1,4 +1,4 @@
-//! `postbox bench`'s command line: the flags, their defaults (normal and
+//! `postbox-bench`'s command line: the flags, their defaults (normal and
 //! `--quick`), and their resolution into the [`Params`] every benchmark reads.
 
 use postbox_relay::Config;
@@ -35,8 +35,22 @@ pub struct Args {
     /// Benchmark to run; without one: drain, latency, producer and consumer.
     #[arg(value_enum)]
     which: Option<Which>,
-    #[command(flatten)]
-    services: crate::services::Services,
+    /// PostgreSQL URL (`DATABASE_URL` when `POSTBOX_DATABASE_URL` is unset).
+    #[arg(
+        long,
+        env = "POSTBOX_DATABASE_URL",
+        hide_env_values = true,
+        default_value = "postgres://postgres:postgres@127.0.0.1:5432/postgres"
+    )]
+    database_url: String,
+    /// Redis URL (`REDIS_URL` when `POSTBOX_REDIS_URL` is unset).
+    #[arg(
+        long,
+        env = "POSTBOX_REDIS_URL",
+        hide_env_values = true,
+        default_value = "redis://127.0.0.1:6379"
+    )]
+    redis_url: String,
     /// Kafka bootstrap servers for the drain benchmark's Kafka rows (skipped without).
     #[arg(long)]
     kafka_brokers: Option<String>,
@@ -120,7 +134,7 @@ pub struct Args {
     /// Health and restart: events per second.
     #[arg(long, default_value_t = 1000)]
     rate: u64,
-    /// The table-health benchmark alone, for this long (same as `bench health --health-duration`).
+    /// The table-health benchmark alone, for this long (same as `postbox-bench health --health-duration`).
     #[arg(long, value_parser = parse_duration, conflicts_with = "which")]
     table_health: Option<Duration>,
     /// Write every figure, with the parameters, core count and time, to this JSON file.
@@ -206,8 +220,8 @@ impl Args {
             (None, Some(w)) => vec![w],
         };
         let p = Params {
-            database_url: self.services.database_url.clone(),
-            redis_url: self.services.redis_url.clone(),
+            database_url: self.database_url.clone(),
+            redis_url: self.redis_url.clone(),
             kafka_brokers: self.kafka_brokers.clone().filter(|b| !b.is_empty()),
             rabbitmq_url: self.rabbitmq_url.clone().filter(|u| !u.is_empty()),
             nats_url: self.nats_url.clone().filter(|u| !u.is_empty()),
@@ -319,7 +333,7 @@ mod tests {
     }
 
     fn resolve(flags: &[&str]) -> Result<(Vec<Which>, Params), String> {
-        let argv = std::iter::once("bench").chain(flags.iter().copied());
+        let argv = std::iter::once("postbox-bench").chain(flags.iter().copied());
         Cli::try_parse_from(argv)
             .map_err(|e| e.to_string())?
             .args
