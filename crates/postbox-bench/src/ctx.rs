@@ -108,18 +108,14 @@ impl Ctx {
         Ok(())
     }
 
-    /// Relay settings for `schema` with this run's workers and batch size.
+    /// Relay settings for `schema`: this run's (its relay flags over the
+    /// bench's defaults) with this poll interval.
     pub fn relay_config(&self, schema: &SchemaName, poll_interval: Duration) -> Config {
         Config {
             database_url: Secret::new(self.p.database_url.clone()),
             schemas: vec![schema.to_string()],
-            workers: self.p.workers,
-            batch_size: self.p.batch_size,
             poll_interval,
-            busy_poll_interval: self.p.busy_poll_interval,
-            consolidate_after: self.p.consolidate_after,
-            keeping_up_workers: self.p.keeping_up_workers,
-            ..Default::default()
+            ..(*self.p.relay).clone()
         }
     }
 

@@ -75,7 +75,7 @@ pub async fn run(ctx: &Ctx) -> Result<LoadSection, BenchError> {
     let p = &ctx.p;
     println!(
         "The pipeline under load: {:?} producers flat out for {:?}, {} relay workers, consumer concurrency {CONSUMER_CONCURRENCY}, {} cores",
-        p.load_producers, p.load_duration, p.workers, ctx.cores
+        p.load_producers, p.load_duration, p.relay.workers, ctx.cores
     );
     let mut rows = Vec::new();
     for &producers in &p.load_producers {

@@ -10,7 +10,7 @@
 //! relay restart), [`health`] (outbox size under sustained load); [`ctx`] holds
 //! what every run shares, [`parts`] what several benchmarks assemble,
 //! [`report`] prints the tables, writes JSON and the PNG; [`args`] holds the
-//! flags and their defaults.
+//! flags and their defaults, [`relay`] those that are the relay's settings.
 
 mod args;
 mod consumer;
@@ -22,6 +22,7 @@ mod latency;
 mod load;
 mod parts;
 mod producer;
+mod relay;
 mod report;
 mod restart;
 

@@ -30,7 +30,7 @@ pub async fn run(ctx: &Ctx) -> Result<LatencySection, BenchError> {
     let p = &ctx.p;
     println!(
         "Rolling relay restart: {} msg/s for {:?}, two relays of {} workers, {} cores",
-        p.rate, p.duration, p.workers, ctx.cores
+        p.rate, p.duration, p.relay.workers, ctx.cores
     );
     let mut steady = Vec::new();
     let mut rolling = Vec::new();

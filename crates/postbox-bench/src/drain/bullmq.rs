@@ -87,11 +87,11 @@ where
 /// round-robin to one lane per relay worker. Built before the clock starts.
 fn lanes<J>(ctx: &Ctx, job: impl Fn(i64) -> J) -> Vec<Vec<Vec<J>>> {
     let p = &ctx.p;
-    let mut lanes: Vec<Vec<Vec<J>>> = (0..p.workers).map(|_| Vec::new()).collect();
+    let mut lanes: Vec<Vec<Vec<J>>> = (0..p.relay.workers).map(|_| Vec::new()).collect();
     let mut jobs = (1..=p.events).map(job).peekable();
     let mut i = 0;
     while jobs.peek().is_some() {
-        lanes[i % p.workers].push(jobs.by_ref().take(p.batch_size as usize).collect());
+        lanes[i % p.relay.workers].push(jobs.by_ref().take(p.relay.batch_size as usize).collect());
         i += 1;
     }
     lanes

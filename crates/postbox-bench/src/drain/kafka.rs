@@ -35,7 +35,7 @@ pub async fn rep(
                 publish,
                 ..Default::default()
             },
-            postbox_relay::Config::default().publish_timeout,
+            ctx.p.relay.publish_timeout,
         )?;
         let r = drain(ctx, Arc::new(Delivery::new(sink)), &topic).await;
         admin.delete(&topic).await;

@@ -52,7 +52,7 @@ pub async fn run(ctx: &Ctx) -> Result<Section, BenchError> {
     let p = &ctx.p;
     println!(
         "Relay drain: {} events over {} keys, batch {}, {} workers, {} cores",
-        p.events, p.keys, p.batch_size, p.workers, ctx.cores
+        p.events, p.keys, p.relay.batch_size, p.relay.workers, ctx.cores
     );
     let (mut sql_only, mut sql_only_delete, mut bullmq_delete) =
         (Vec::new(), Vec::new(), Vec::new());
@@ -148,7 +148,7 @@ pub async fn run(ctx: &Ctx) -> Result<Section, BenchError> {
     let mut s = Section::new(
         &format!(
             "Relay drain: {} events, batch {}, {} workers",
-            p.events, p.batch_size, p.workers
+            p.events, p.relay.batch_size, p.relay.workers
         ),
         "events/s",
     );

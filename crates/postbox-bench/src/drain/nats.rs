@@ -59,11 +59,11 @@ async fn raw_rate(
     subject: &str,
 ) -> Result<cpu::Measured, BenchError> {
     let p = &ctx.p;
-    let per_lane = (p.events as usize).div_ceil(p.workers);
+    let per_lane = (p.events as usize).div_ceil(p.relay.workers);
     let started = cpu::Window::start();
-    let tasks = (0..p.workers).map(|lane| {
+    let tasks = (0..p.relay.workers).map(|lane| {
         let (js, subject) = (js.clone(), subject.to_owned());
-        let (batch, keys) = (p.batch_size as usize, p.keys as usize);
+        let (batch, keys) = (p.relay.batch_size as usize, p.keys as usize);
         let first = lane * per_lane;
         let last = (first + per_lane).min(p.events as usize);
         async move {

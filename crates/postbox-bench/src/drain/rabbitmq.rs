@@ -60,18 +60,18 @@ async fn raw_rate(
 ) -> Result<cpu::Measured, BenchError> {
     let p = &ctx.p;
     let mut lanes = Vec::new();
-    for _ in 0..p.workers {
+    for _ in 0..p.relay.workers {
         let channel = conn.create_channel().await?;
         channel
             .confirm_select(ConfirmSelectOptions::default())
             .await?;
         lanes.push(channel);
     }
-    let per_lane = (p.events as usize).div_ceil(p.workers);
+    let per_lane = (p.events as usize).div_ceil(p.relay.workers);
     let started = cpu::Window::start();
     let tasks = lanes.into_iter().enumerate().map(|(lane, channel)| {
         let exchange = exchange.to_owned();
-        let (batch, keys) = (p.batch_size as usize, p.keys as usize);
+        let (batch, keys) = (p.relay.batch_size as usize, p.keys as usize);
         let first = lane * per_lane;
         let last = (first + per_lane).min(p.events as usize);
         async move {

@@ -67,9 +67,9 @@ async fn raw_rate(
 ) -> Result<cpu::Measured, BenchError> {
     use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
     let p = &ctx.p;
-    let per_lane = (p.events as usize).div_ceil(p.workers);
+    let per_lane = (p.events as usize).div_ceil(p.relay.workers);
     let started = cpu::Window::start();
-    let lanes = (0..p.workers).map(|lane| {
+    let lanes = (0..p.relay.workers).map(|lane| {
         let (client, queue) = (client.clone(), queue.to_owned());
         let keys = p.keys as usize;
         let first = lane * per_lane;
