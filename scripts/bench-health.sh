@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `postbox bench health` on a PostgreSQL cluster of its own with the server's
+# `postbox-bench health` on a PostgreSQL cluster of its own with the server's
 # default settings (autovacuum on), unlike the test set-up's shared server
 # (autovacuum off): how big the outbox stays and how many dead rows it
 # carries under a steady load with retention on (docs/src/benchmarks.md).
@@ -43,8 +43,8 @@ say "initdb in $dir, port $port (default settings: autovacuum on)"
   -o "-c listen_addresses=127.0.0.1 -p $port -k $dir" start >/dev/null
 "${as_owner[@]}" "$bin/createdb" -h "$dir" -p "$port" -U postgres postbox_bench
 
-cargo build --release -q -p postbox-cli
-./target/release/postbox bench health \
+cargo build --release -q -p postbox-bench
+./target/release/postbox-bench health \
   --database-url "postgres://postgres@127.0.0.1:$port/postbox_bench" \
   --redis-url "${REDIS_URL:-redis://127.0.0.1:6379}" \
   --health-duration "$duration" --rate "$rate" "$@"

@@ -31,7 +31,7 @@ done
 
 export DATABASE_URL="${DATABASE_URL:-postgres://postgres:postgres@127.0.0.1:5432/postbox_test}"
 export REDIS_URL="${REDIS_URL:-redis://127.0.0.1:6379}"
-cargo build --release -q -p postbox-cli
+cargo build --release -q -p postbox-bench
 out=target/bench/sweep
 mkdir -p "$out"
 for e in $events; do
@@ -39,7 +39,7 @@ for e in $events; do
         for w in $workers; do
             for b in $batch; do
                 echo "=== events $e, keys $k, workers $w, batch $b"
-                ./target/release/postbox bench drain --events "$e" --keys "$k" \
+                ./target/release/postbox-bench drain --events "$e" --keys "$k" \
                     --workers "$w" --batch-size "$b" --reps "$reps" \
                     --json "$out/drain-$e-$k-$w-$b.json" "$@" | grep -E '^\| (relay|SQL|raw)'
             done

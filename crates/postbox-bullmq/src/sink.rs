@@ -24,7 +24,7 @@ use tokio::sync::Mutex;
 /// transaction costs two round trips (the crate sends `SCRIPT LOAD` with the
 /// add script's full text, then `MULTI`/`EXEC`) and holds Redis for the whole
 /// batch; waves cost one round trip per event of the deepest key. Two-deep
-/// batches sent as transactions measured worse latency (`postbox bench latency`).
+/// batches sent as transactions measured worse latency (`postbox-bench latency`).
 const TRANSACTION_MIN_DEPTH: usize = 3;
 
 /// A job's data: the payload as it is, or a copy with the trace context added.

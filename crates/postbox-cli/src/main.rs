@@ -1,7 +1,7 @@
-//! `postbox`: migrate schemas, run the relay, run the demo and the benchmark.
+//! `postbox`: migrate schemas, run the relay, run the demo. The benchmarks
+//! are a binary of their own, `postbox-bench` (crates/postbox-bench).
 
 mod admin;
-mod bench;
 mod demo;
 mod dlq;
 mod grant;
@@ -56,8 +56,6 @@ enum Command {
     Relay(Box<relay::Args>),
     /// Quick demo: produce events, relay them to BullMQ, consume them through the inbox.
     Demo(demo::Args),
-    /// Benchmarks: relay drain, end-to-end latency, producer overhead, consumer throughput, table health.
-    Bench(Box<bench::Args>),
     /// Grant a role the least rights it needs as a producer, the relay or a consumer.
     Grant(grant::Args),
     /// Inspect, replay or purge dead letters (events the relay gave up on).
@@ -75,26 +73,18 @@ enum Command {
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let mut cli = Cli::parse();
+    let mut cli = parse();
     if !matches!(cli.command, Command::Relay(_)) && conventional_env() {
-        cli = Cli::parse();
+        cli = parse();
     }
-    // The demo and bench print their own report; keep library logs to warnings there.
+    // The demo prints its own report; keep library logs to warnings there.
     let quiet = matches!(
         cli.command,
-        Command::Demo(_)
-            | Command::Bench(_)
-            | Command::Dlq(_)
-            | Command::InboxDlq(_)
-            | Command::Status(_)
+        Command::Demo(_) | Command::Dlq(_) | Command::InboxDlq(_) | Command::Status(_)
     );
     init_logs(
         cli.log_format,
-        if matches!(cli.command, Command::Bench(_)) {
-            // The bench closes its workers once their queue is done; the
-            // worker's complaint that its idle blocking poll was cut short is noise.
-            "warn,sqlx=error,bullmq::worker=error"
-        } else if quiet {
+        if quiet {
             "warn,sqlx=error"
         } else {
             "info,sqlx=warn"
@@ -109,7 +99,6 @@ fn main() -> ExitCode {
             Command::Migrate(a) => migrate::run(a).await,
             Command::Relay(a) => relay::run(*a, shutdown_signal()).await,
             Command::Demo(a) => demo::run(a).await,
-            Command::Bench(a) => bench::run(*a).await,
             Command::Dlq(a) => dlq::run(a).await,
             Command::InboxDlq(a) => inbox_dlq::run(a).await,
             Command::Grant(a) => grant::run(a).await,
@@ -132,6 +121,25 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The command line, or clap's error and exit; `postbox bench`, which
+/// this binary had, gets a tip naming the binary the benchmarks moved to.
+fn parse() -> Cli {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    Cli::try_parse().unwrap_or_else(|mut e| {
+        if e.kind() == ErrorKind::InvalidSubcommand
+            && matches!(e.get(ContextKind::InvalidSubcommand), Some(ContextValue::String(s)) if s == "bench")
+        {
+            e.insert(
+                ContextKind::Suggested,
+                ContextValue::StyledStrs(vec![
+                    "the benchmarks are their own binary now: `postbox-bench` (cargo build --release -p postbox-bench)".into(),
+                ]),
+            );
+        }
+        e.exit()
+    })
 }
 
 /// `DATABASE_URL` and `REDIS_URL`, the variables other tools use, stand in for

@@ -1,5 +1,5 @@
-//! Where PostgreSQL and Redis are, for the commands that start both sides
-//! themselves (`demo`, `bench`): one definition of the flags, env and defaults.
+//! Where PostgreSQL and Redis are, for the command that starts both sides
+//! itself (`demo`; `postbox-bench` has the same flags): the flags, env and defaults.
 
 #[derive(clap::Args, Clone)]
 pub struct Services {

@@ -410,3 +410,16 @@ fn logs_to_a_pipe_have_no_colour_codes() {
         "ANSI escape in piped logs: {out:?}"
     );
 }
+
+/// `postbox bench` is no command of this binary: clap refuses it and names
+/// the binary the benchmarks moved to.
+#[test]
+fn bench_names_the_binary_it_moved_to() {
+    let out = Command::new(BIN).args(["bench", "drain"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("unrecognized subcommand 'bench'") && stderr.contains("postbox-bench"),
+        "{stderr}"
+    );
+}

@@ -4,7 +4,6 @@
 mod support;
 
 mod bad_input;
-mod bench;
 mod broker_unavailable;
 mod claim;
 mod commit_order;

@@ -15,7 +15,7 @@ mod webhook;
 use super::cpu;
 use super::report::Section;
 use super::{Ctx, NullSink};
-use crate::CliError;
+use crate::BenchError;
 use postbox::migrate::WakeUp;
 use postbox_bullmq::{BullmqConfig, BullmqSink, PublishMode};
 use postbox_relay::{Config, Delivery, Destination, Relay, Secret, SentRows};
@@ -48,11 +48,11 @@ const NATS: &str = "relay → NATS JetStream";
 pub(super) const EVENT: &str = "bench.event";
 pub(super) const BODY: &str = "hello from the bench";
 
-pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
+pub async fn run(ctx: &Ctx) -> Result<Section, BenchError> {
     let p = &ctx.p;
     println!(
         "Relay drain: {} events over {} keys, batch {}, {} workers, {} cores",
-        p.events, p.keys, p.batch_size, p.workers, ctx.cores
+        p.events, p.keys, p.relay.batch_size, p.relay.workers, ctx.cores
     );
     let (mut sql_only, mut sql_only_delete, mut bullmq_delete) =
         (Vec::new(), Vec::new(), Vec::new());
@@ -148,7 +148,7 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
     let mut s = Section::new(
         &format!(
             "Relay drain: {} events, batch {}, {} workers",
-            p.events, p.batch_size, p.workers
+            p.events, p.relay.batch_size, p.relay.workers
         ),
         "events/s",
     );
@@ -213,7 +213,7 @@ pub(super) async fn drain(
     ctx: &Ctx,
     sink: Arc<dyn Destination>,
     topic: &str,
-) -> Result<cpu::Measured, CliError> {
+) -> Result<cpu::Measured, BenchError> {
     drain_with(ctx, sink, topic, SentRows::Mark).await
 }
 
@@ -223,7 +223,7 @@ async fn drain_with(
     sink: Arc<dyn Destination>,
     topic: &str,
     sent: SentRows,
-) -> Result<cpu::Measured, CliError> {
+) -> Result<cpu::Measured, BenchError> {
     let p = &ctx.p;
     let schema = ctx.schema("drain", WakeUp::Off).await?;
     sqlx::query(&format!(

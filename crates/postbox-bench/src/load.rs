@@ -9,7 +9,7 @@
 use super::parts::{bullmq_relay, recording_consumer};
 use super::report::{Ratio, Spread};
 use super::{relay_ready, Ctx};
-use crate::CliError;
+use crate::BenchError;
 use postbox::migrate::WakeUp;
 use postbox::{Event, Outbox, SchemaName};
 use serde::Serialize;
@@ -71,11 +71,11 @@ impl LoadSection {
     }
 }
 
-pub async fn run(ctx: &Ctx) -> Result<LoadSection, CliError> {
+pub async fn run(ctx: &Ctx) -> Result<LoadSection, BenchError> {
     let p = &ctx.p;
     println!(
         "The pipeline under load: {:?} producers flat out for {:?}, {} relay workers, consumer concurrency {CONSUMER_CONCURRENCY}, {} cores",
-        p.load_producers, p.load_duration, p.workers, ctx.cores
+        p.load_producers, p.load_duration, p.relay.workers, ctx.cores
     );
     let mut rows = Vec::new();
     for &producers in &p.load_producers {
@@ -154,7 +154,7 @@ async fn produce(
     topic: &str,
     producers: usize,
     window: Duration,
-) -> Result<Vec<(u64, Instant)>, CliError> {
+) -> Result<Vec<(u64, Instant)>, BenchError> {
     let outbox = Outbox::new(schema.as_str())?;
     let mut conns = Vec::new();
     for _ in 0..producers {
@@ -183,7 +183,7 @@ async fn produce(
                 sent.push((seq, Instant::now()));
             }
             let _ = conn.close().await;
-            Ok::<_, CliError>(sent)
+            Ok::<_, BenchError>(sent)
         });
     }
     let mut all = Vec::new();
@@ -193,7 +193,7 @@ async fn produce(
     Ok(all)
 }
 
-async fn produce_alone(ctx: &Ctx, producers: usize) -> Result<f64, CliError> {
+async fn produce_alone(ctx: &Ctx, producers: usize) -> Result<f64, BenchError> {
     let schema = ctx.schema("load_alone", WakeUp::Adaptive).await?;
     let window = ctx.p.load_duration;
     let sent = produce(ctx, &schema, "alone", producers, window).await?;
@@ -201,7 +201,7 @@ async fn produce_alone(ctx: &Ctx, producers: usize) -> Result<f64, CliError> {
     Ok(sent.len() as f64 / window.as_secs_f64())
 }
 
-async fn pipeline(ctx: &Ctx, producers: usize, what: &str) -> Result<Run, CliError> {
+async fn pipeline(ctx: &Ctx, producers: usize, what: &str) -> Result<Run, BenchError> {
     let p = &ctx.p;
     let schema = ctx.schema("load", WakeUp::Adaptive).await?;
     let queue = ctx.queue_name(&format!("load-{what}"));

@@ -10,7 +10,7 @@
 use super::parts::{bullmq_relay, pool, recording_consumer};
 use super::report::{LatencyRow, LatencySection, Spread};
 use super::{relay_ready, Ctx};
-use crate::CliError;
+use crate::BenchError;
 use postbox::migrate::WakeUp;
 use postbox::{Event, Outbox};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -55,7 +55,7 @@ impl Variant {
     }
 }
 
-pub async fn run(ctx: &Ctx) -> Result<LatencySection, CliError> {
+pub async fn run(ctx: &Ctx) -> Result<LatencySection, BenchError> {
     let p = &ctx.p;
     println!(
         "End-to-end latency: {:?} per rate at {:?} msg/s, consumer concurrency {CONSUMER_CONCURRENCY}, {} cores",
@@ -164,7 +164,7 @@ impl Timeline {
         topic: &str,
         seq: usize,
         keys: i64,
-    ) -> Result<(), CliError> {
+    ) -> Result<(), BenchError> {
         let data = serde_json::json!({ "seq": seq, "body": super::drain::BODY });
         let mut tx = pool.begin().await?;
         outbox
@@ -222,7 +222,7 @@ impl Timeline {
     }
 }
 
-async fn measure(ctx: &Ctx, v: Variant, rate: u64, what: &str) -> Result<Measure, CliError> {
+async fn measure(ctx: &Ctx, v: Variant, rate: u64, what: &str) -> Result<Measure, BenchError> {
     let p = &ctx.p;
     let n = ((rate as f64 * p.duration.as_secs_f64()).round() as usize).max(1);
     let schema = ctx
@@ -294,7 +294,7 @@ async fn measure(ctx: &Ctx, v: Variant, rate: u64, what: &str) -> Result<Measure
                     tl.enqueue(&pool, &outbox, direct.name(), seq, keys).await?;
                 }
             }
-            Ok::<_, CliError>(())
+            Ok::<_, BenchError>(())
         });
     }
     while let Some(r) = sends.join_next().await {
@@ -321,7 +321,7 @@ async fn measure(ctx: &Ctx, v: Variant, rate: u64, what: &str) -> Result<Measure
 
 /// Whether the bench's server can run `notify = logical` (wal_level =
 /// logical); if not, one line says why its rows are skipped.
-pub(super) async fn logical_available(ctx: &Ctx) -> Result<bool, CliError> {
+pub(super) async fn logical_available(ctx: &Ctx) -> Result<bool, BenchError> {
     let wal_level: String = sqlx::query_scalar("SELECT current_setting('wal_level')")
         .fetch_one(&ctx.pool)
         .await?;
@@ -336,7 +336,7 @@ pub(super) async fn logical_available(ctx: &Ctx) -> Result<bool, CliError> {
 
 /// Wait until the in-process relay's logical wake-up session streams, so the
 /// measurement does not start on polling.
-pub(super) async fn logical_streaming(ctx: &Ctx) -> Result<(), CliError> {
+pub(super) async fn logical_streaming(ctx: &Ctx) -> Result<(), BenchError> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let n: i64 = sqlx::query_scalar(
@@ -360,7 +360,7 @@ pub(super) async fn logical_streaming(ctx: &Ctx) -> Result<(), CliError> {
 pub(super) async fn drop_publication(
     ctx: &Ctx,
     schema: &postbox::SchemaName,
-) -> Result<(), CliError> {
+) -> Result<(), BenchError> {
     sqlx::raw_sql(&format!(
         "DROP PUBLICATION IF EXISTS {}",
         postbox::migrate::publication_name(schema)

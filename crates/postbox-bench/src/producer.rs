@@ -5,7 +5,7 @@
 
 use super::report::Section;
 use super::{cpu, relay_ready, Ctx, NullSink};
-use crate::CliError;
+use crate::BenchError;
 use postbox::migrate::WakeUp;
 use postbox::{Event, Outbox, SchemaName};
 use postbox_relay::{Config, Relay, SentRows};
@@ -80,7 +80,7 @@ const VARIANTS: [Variant; 8] = [
     ),
 ];
 
-pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
+pub async fn run(ctx: &Ctx) -> Result<Section, BenchError> {
     let p = &ctx.p;
     println!(
         "Producer overhead: {} producers, {:?} per variant, {} cores",
@@ -117,7 +117,7 @@ pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
     Ok(s)
 }
 
-async fn measure(ctx: &Ctx, v: Variant) -> Result<cpu::Measured, CliError> {
+async fn measure(ctx: &Ctx, v: Variant) -> Result<cpu::Measured, BenchError> {
     let p = &ctx.p;
     let schema = ctx.schema("producer", v.notify).await?;
     // Bench scaffolding: the "business" table the producers write to.
@@ -198,7 +198,7 @@ async fn produce(
     with_outbox: bool,
     customer: i32,
     until: Instant,
-) -> Result<(u64, PgConnection), CliError> {
+) -> Result<(u64, PgConnection), BenchError> {
     let outbox = Outbox::new(schema.as_str())?;
     let insert = format!(
         "INSERT INTO {schema}.orders (customer, amount) VALUES ($1, $2::numeric) RETURNING id"

@@ -5,8 +5,8 @@
 //! SQS-compatible server, or AWS).
 
 use super::{drain, BODY, EVENT};
-use crate::bench::{cpu, Ctx};
-use crate::CliError;
+use crate::BenchError;
+use crate::{cpu, Ctx};
 use postbox_relay::Delivery;
 use postbox_sqs::aws_sdk_sqs;
 use postbox_sqs::{SqsConfig, SqsSink};
@@ -19,7 +19,7 @@ pub async fn rep(
     endpoint: &str,
     region: &str,
     rep: usize,
-) -> Result<(cpu::Measured, cpu::Measured), CliError> {
+) -> Result<(cpu::Measured, cpu::Measured), BenchError> {
     let config = postbox_sqs::sdk_config(Some(region), Some(endpoint)).await;
     let client = aws_sdk_sqs::Client::new(&config);
 
@@ -44,7 +44,7 @@ pub async fn rep(
     Ok((relayed?, raw?))
 }
 
-async fn create(client: &aws_sdk_sqs::Client, name: &str) -> Result<String, CliError> {
+async fn create(client: &aws_sdk_sqs::Client, name: &str) -> Result<String, BenchError> {
     let out = client
         .create_queue()
         .queue_name(format!("{name}.fifo"))
@@ -64,12 +64,12 @@ async fn raw_rate(
     ctx: &Ctx,
     client: &aws_sdk_sqs::Client,
     queue: &str,
-) -> Result<cpu::Measured, CliError> {
+) -> Result<cpu::Measured, BenchError> {
     use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
     let p = &ctx.p;
-    let per_lane = (p.events as usize).div_ceil(p.workers);
+    let per_lane = (p.events as usize).div_ceil(p.relay.workers);
     let started = cpu::Window::start();
-    let lanes = (0..p.workers).map(|lane| {
+    let lanes = (0..p.relay.workers).map(|lane| {
         let (client, queue) = (client.clone(), queue.to_owned());
         let keys = p.keys as usize;
         let first = lane * per_lane;
@@ -108,7 +108,7 @@ async fn raw_rate(
                         )
                     })?;
                 if !out.failed().is_empty() {
-                    return Err::<(), CliError>(
+                    return Err::<(), BenchError>(
                         format!("raw SendMessageBatch: {:?}", out.failed()).into(),
                     );
                 }

@@ -10,7 +10,7 @@ use super::latency::{Measure, Timeline};
 use super::parts::{bullmq_relay, pool, recording_consumer};
 use super::report::{LatencyRow, LatencySection, Spread};
 use super::Ctx;
-use crate::CliError;
+use crate::BenchError;
 use postbox::migrate::WakeUp;
 use postbox::Outbox;
 use postbox_relay::{RelayError, Stats};
@@ -26,11 +26,11 @@ const GRACE: Duration = Duration::from_secs(15);
 const STEADY: &str = "two relays, left alone";
 const ROLLING: &str = "two relays, each replaced in turn";
 
-pub async fn run(ctx: &Ctx) -> Result<LatencySection, CliError> {
+pub async fn run(ctx: &Ctx) -> Result<LatencySection, BenchError> {
     let p = &ctx.p;
     println!(
         "Rolling relay restart: {} msg/s for {:?}, two relays of {} workers, {} cores",
-        p.rate, p.duration, p.workers, ctx.cores
+        p.rate, p.duration, p.relay.workers, ctx.cores
     );
     let mut steady = Vec::new();
     let mut rolling = Vec::new();
@@ -78,7 +78,7 @@ struct Running {
     task: JoinHandle<Result<(), RelayError>>,
 }
 
-fn start(ctx: &Ctx, schema: &postbox::SchemaName) -> Result<Running, CliError> {
+fn start(ctx: &Ctx, schema: &postbox::SchemaName) -> Result<Running, BenchError> {
     let relay = bullmq_relay(ctx, schema, Duration::from_secs(1))?;
     let shutdown = CancellationToken::new();
     Ok(Running {
@@ -89,7 +89,7 @@ fn start(ctx: &Ctx, schema: &postbox::SchemaName) -> Result<Running, CliError> {
 }
 
 /// Wait until `relays` together own every partition, each some.
-async fn shared(relays: &[&Running]) -> Result<(), CliError> {
+async fn shared(relays: &[&Running]) -> Result<(), BenchError> {
     owning(relays, "share every partition", |owned| {
         owned.iter().all(|o| *o > 0) && owned.iter().sum::<i64>() == i64::from(postbox::PARTITIONS)
     })
@@ -101,7 +101,7 @@ async fn owning(
     relays: &[&Running],
     what: &str,
     done: impl Fn(&[i64]) -> bool,
-) -> Result<(), CliError> {
+) -> Result<(), BenchError> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let owned: Vec<i64> = relays
@@ -129,7 +129,7 @@ async fn replace(
     pair: &mut [Running; 2],
     which: usize,
     t0: Instant,
-) -> Result<(), CliError> {
+) -> Result<(), BenchError> {
     let at = t0.elapsed();
     let begun = Instant::now();
     let new = start(ctx, schema)?;
@@ -152,7 +152,7 @@ async fn replace(
     Ok(())
 }
 
-async fn measure(ctx: &Ctx, restart: bool, what: &str) -> Result<Measure, CliError> {
+async fn measure(ctx: &Ctx, restart: bool, what: &str) -> Result<Measure, BenchError> {
     let p = &ctx.p;
     let n = ((p.rate as f64 * p.duration.as_secs_f64()).round() as usize).max(1);
     let schema = ctx.schema("restart", WakeUp::Adaptive).await?;
@@ -194,7 +194,7 @@ async fn measure(ctx: &Ctx, restart: bool, what: &str) -> Result<Measure, CliErr
                 r??;
             }
             producers.close().await;
-            Ok::<_, CliError>(())
+            Ok::<_, BenchError>(())
         })
     };
     if restart {

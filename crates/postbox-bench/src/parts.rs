@@ -3,7 +3,7 @@
 //! relay to BullMQ, and waits for connections and partitions.
 
 use super::Ctx;
-use crate::CliError;
+use crate::BenchError;
 use postbox::{Inbox, SchemaName};
 use postbox_bullmq::{inbox_worker, BullmqConfig, BullmqSink, InboxWorker};
 use postbox_relay::{BoxError, Destination, OutboxEvent, Outcome, Relay, Secret, SinkError};
@@ -47,7 +47,7 @@ impl<F: Fn(&postbox::Message) + Send + Sync + 'static> postbox::Handler for Inbo
 }
 
 /// Open `n` connections of `pool` at once, so that connection set-up is not measured.
-pub(crate) async fn warm(pool: &PgPool, n: usize) -> Result<(), CliError> {
+pub(crate) async fn warm(pool: &PgPool, n: usize) -> Result<(), BenchError> {
     let conns = futures::future::try_join_all((0..n).map(|_| pool.acquire())).await?;
     drop(conns);
     Ok(())
@@ -55,7 +55,7 @@ pub(crate) async fn warm(pool: &PgPool, n: usize) -> Result<(), CliError> {
 
 /// Wait until the relay owns every partition: before that, rows of the
 /// partitions not yet owned wait for a rebalance, which is not what is measured.
-pub(crate) async fn relay_ready(stats: &postbox_relay::Stats) -> Result<(), CliError> {
+pub(crate) async fn relay_ready(stats: &postbox_relay::Stats) -> Result<(), BenchError> {
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while stats.snapshot().owned_partitions < i64::from(postbox::PARTITIONS) {
         if std::time::Instant::now() > deadline {
@@ -67,7 +67,7 @@ pub(crate) async fn relay_ready(stats: &postbox_relay::Stats) -> Result<(), CliE
 }
 
 /// A pool of `n` connections, all opened before the measurement starts.
-pub(crate) async fn pool(ctx: &Ctx, n: u32) -> Result<PgPool, CliError> {
+pub(crate) async fn pool(ctx: &Ctx, n: u32) -> Result<PgPool, BenchError> {
     let pool = PgPoolOptions::new()
         .max_connections(n)
         .connect(&ctx.p.database_url)
@@ -85,7 +85,7 @@ pub(crate) async fn recording_consumer<F>(
     queue: &str,
     concurrency: usize,
     on_commit: F,
-) -> Result<(InboxWorker<InboxOnly<F>>, PgPool), CliError>
+) -> Result<(InboxWorker<InboxOnly<F>>, PgPool), BenchError>
 where
     F: Fn(&postbox::Message) + Send + Sync + 'static,
 {
@@ -107,7 +107,7 @@ pub(crate) fn bullmq_relay(
     ctx: &Ctx,
     schema: &SchemaName,
     poll_interval: Duration,
-) -> Result<Relay, CliError> {
+) -> Result<Relay, BenchError> {
     let sink = BullmqSink::new(BullmqConfig {
         redis_url: Secret::new(ctx.p.redis_url.clone()),
         ..Default::default()

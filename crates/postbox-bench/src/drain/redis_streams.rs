@@ -4,8 +4,8 @@
 //! the relay has workers, over one multiplexed connection like the sink's).
 
 use super::{drain, BODY, EVENT};
-use crate::bench::{cpu, Ctx};
-use crate::CliError;
+use crate::BenchError;
+use crate::{cpu, Ctx};
 use postbox_redis_streams::redis::{self, aio::MultiplexedConnection};
 use postbox_redis_streams::{PublishMode, RedisStreamsConfig, RedisStreamsSink};
 use postbox_relay::{Delivery, Secret};
@@ -17,7 +17,7 @@ pub async fn rep(
     ctx: &Ctx,
     url: &str,
     rep: usize,
-) -> Result<(cpu::Measured, cpu::Measured, cpu::Measured), CliError> {
+) -> Result<(cpu::Measured, cpu::Measured, cpu::Measured), BenchError> {
     let client = redis::Client::open(url)?;
     let mut conn = client.get_multiplexed_async_connection().await?;
     let script = relayed(ctx, url, &mut conn, PublishMode::Script, rep).await?;
@@ -35,7 +35,7 @@ async fn relayed(
     conn: &mut MultiplexedConnection,
     publish: PublishMode,
     rep: usize,
-) -> Result<cpu::Measured, CliError> {
+) -> Result<cpu::Measured, BenchError> {
     let topic = ctx.name(&format!("stream-{publish:?}-{rep}").to_lowercase());
     let sink = RedisStreamsSink::new(RedisStreamsConfig {
         url: Secret::new(url.to_owned()),
@@ -56,13 +56,13 @@ async fn raw_rate(
     ctx: &Ctx,
     conn: &MultiplexedConnection,
     stream: &str,
-) -> Result<cpu::Measured, CliError> {
+) -> Result<cpu::Measured, BenchError> {
     let p = &ctx.p;
-    let per_lane = (p.events as usize).div_ceil(p.workers);
+    let per_lane = (p.events as usize).div_ceil(p.relay.workers);
     let started = cpu::Window::start();
-    let tasks = (0..p.workers).map(|lane| {
+    let tasks = (0..p.relay.workers).map(|lane| {
         let (mut conn, stream) = (conn.clone(), stream.to_owned());
-        let (batch, keys) = (p.batch_size as usize, p.keys as usize);
+        let (batch, keys) = (p.relay.batch_size as usize, p.keys as usize);
         let first = lane * per_lane;
         let last = (first + per_lane).min(p.events as usize);
         async move {
@@ -84,7 +84,7 @@ async fn raw_rate(
                 }
                 let _: Vec<String> = pipe.query_async(&mut conn).await?;
             }
-            Ok::<(), CliError>(())
+            Ok::<(), BenchError>(())
         }
     });
     for r in futures::future::join_all(tasks).await {

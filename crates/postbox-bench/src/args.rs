@@ -1,7 +1,7 @@
-//! `postbox bench`'s command line: the flags, their defaults (normal and
+//! `postbox-bench`'s command line: the flags, their defaults (normal and
 //! `--quick`), and their resolution into the [`Params`] every benchmark reads.
 
-use postbox_relay::Config;
+use crate::relay::{BenchRelay, RelayArgs};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -35,8 +35,22 @@ pub struct Args {
     /// Benchmark to run; without one: drain, latency, producer and consumer.
     #[arg(value_enum)]
     which: Option<Which>,
-    #[command(flatten)]
-    services: crate::services::Services,
+    /// PostgreSQL URL (`DATABASE_URL` when `POSTBOX_DATABASE_URL` is unset).
+    #[arg(
+        long,
+        env = "POSTBOX_DATABASE_URL",
+        hide_env_values = true,
+        default_value = "postgres://postgres:postgres@127.0.0.1:5432/postgres"
+    )]
+    database_url: String,
+    /// Redis URL (`REDIS_URL` when `POSTBOX_REDIS_URL` is unset).
+    #[arg(
+        long,
+        env = "POSTBOX_REDIS_URL",
+        hide_env_values = true,
+        default_value = "redis://127.0.0.1:6379"
+    )]
+    redis_url: String,
     /// Kafka bootstrap servers for the drain benchmark's Kafka rows (skipped without).
     #[arg(long)]
     kafka_brokers: Option<String>,
@@ -66,24 +80,9 @@ pub struct Args {
     /// Drain: ordering keys the events are spread over.
     #[arg(long, default_value_t = 64)]
     keys: i64,
-    /// Relay batch size.
-    #[arg(long, default_value_t = 1000)]
-    batch_size: i64,
-    /// Relay workers.
-    #[arg(long, default_value_t = 4)]
-    workers: usize,
-    /// Relay: how soon a worker claims again after a pass that found events
-    /// [default: the relay's `busy_poll_interval`].
-    #[arg(long, value_parser = parse_duration)]
-    busy_poll_interval: Option<Duration>,
-    /// Relay: how long its workers keep up before one takes all their
-    /// partitions (`0s`: never) [default: the relay's `consolidate_after`].
-    #[arg(long, value_parser = parse_duration)]
-    consolidate_after: Option<Duration>,
-    /// Relay: workers that claim while the relay keeps up [default: the
-    /// relay's `keeping_up_workers`].
-    #[arg(long)]
-    keeping_up_workers: Option<usize>,
+    /// The in-process relays' settings: fields of the relay's own.
+    #[command(flatten)]
+    relay: RelayArgs,
     /// Latency: producer rates in messages/s [default: 100,1000].
     #[arg(long, value_delimiter = ',')]
     rates: Option<Vec<u64>>,
@@ -120,7 +119,7 @@ pub struct Args {
     /// Health and restart: events per second.
     #[arg(long, default_value_t = 1000)]
     rate: u64,
-    /// The table-health benchmark alone, for this long (same as `bench health --health-duration`).
+    /// The table-health benchmark alone, for this long (same as `postbox-bench health --health-duration`).
     #[arg(long, value_parser = parse_duration, conflicts_with = "which")]
     table_health: Option<Duration>,
     /// Write every figure, with the parameters, core count and time, to this JSON file.
@@ -148,13 +147,9 @@ pub(crate) struct Params {
     pub(super) reps: usize,
     pub(super) events: i64,
     pub(super) keys: i64,
-    pub(super) batch_size: i64,
-    pub(super) workers: usize,
-    #[serde(with = "humantime_serde")]
-    pub(super) busy_poll_interval: Duration,
-    #[serde(with = "humantime_serde")]
-    pub(super) consolidate_after: Duration,
-    pub(super) keeping_up_workers: usize,
+    /// The relay settings every in-process relay starts from.
+    #[serde(flatten)]
+    pub(super) relay: BenchRelay,
     pub(super) rates: Vec<u64>,
     #[serde(with = "humantime_serde")]
     pub(super) duration: Duration,
@@ -206,8 +201,8 @@ impl Args {
             (None, Some(w)) => vec![w],
         };
         let p = Params {
-            database_url: self.services.database_url.clone(),
-            redis_url: self.services.redis_url.clone(),
+            database_url: self.database_url.clone(),
+            redis_url: self.redis_url.clone(),
             kafka_brokers: self.kafka_brokers.clone().filter(|b| !b.is_empty()),
             rabbitmq_url: self.rabbitmq_url.clone().filter(|u| !u.is_empty()),
             nats_url: self.nats_url.clone().filter(|u| !u.is_empty()),
@@ -216,17 +211,7 @@ impl Args {
             reps: self.reps.unwrap_or(if q { 1 } else { 3 }),
             events: self.events.unwrap_or(if q { 2000 } else { 100_000 }),
             keys: self.keys,
-            batch_size: self.batch_size,
-            workers: self.workers,
-            busy_poll_interval: self
-                .busy_poll_interval
-                .unwrap_or(Config::default().busy_poll_interval),
-            consolidate_after: self
-                .consolidate_after
-                .unwrap_or(Config::default().consolidate_after),
-            keeping_up_workers: self
-                .keeping_up_workers
-                .unwrap_or(Config::default().keeping_up_workers),
+            relay: self.relay.config()?,
             rates: self.rates.clone().unwrap_or_else(|| vec![100, 1000]),
             duration: self
                 .duration
@@ -263,8 +248,8 @@ impl Args {
             ("reps", p.reps > 0),
             ("events", p.events > 0),
             ("keys", p.keys > 0),
-            ("batch-size", p.batch_size > 0),
-            ("workers", p.workers > 0),
+            ("batch-size", p.relay.batch_size > 0),
+            ("workers", p.relay.workers > 0),
             (
                 "rates",
                 !p.rates.is_empty() && p.rates.iter().all(|r| *r > 0),
@@ -303,6 +288,7 @@ impl Args {
         if let Some(r) = p.rates.iter().find(|r| **r > 100_000) {
             return Err(format!("--rates {r}: at most 100000 messages/s"));
         }
+        p.relay.validate(&p.database_url)?;
         Ok((which, p))
     }
 }
@@ -311,6 +297,7 @@ impl Args {
 mod tests {
     use super::*;
     use clap::Parser;
+    use postbox_relay::Config;
 
     #[derive(Parser)]
     struct Cli {
@@ -319,7 +306,7 @@ mod tests {
     }
 
     fn resolve(flags: &[&str]) -> Result<(Vec<Which>, Params), String> {
-        let argv = std::iter::once("bench").chain(flags.iter().copied());
+        let argv = std::iter::once("postbox-bench").chain(flags.iter().copied());
         Cli::try_parse_from(argv)
             .map_err(|e| e.to_string())?
             .args
@@ -340,7 +327,57 @@ mod tests {
         );
         assert_eq!((p.reps, p.events, p.jobs), (3, 100_000, 20_000));
         assert_eq!(p.duration, Duration::from_secs(30));
-        assert_eq!(p.busy_poll_interval, Config::default().busy_poll_interval);
+        assert_eq!(
+            p.relay.busy_poll_interval,
+            Config::default().busy_poll_interval
+        );
+        // The relay's defaults but the batch size (crate::relay::defaults says why).
+        assert_eq!(
+            (p.relay.batch_size, Config::default().batch_size),
+            (1000, 500)
+        );
+        assert_eq!(p.relay.workers, Config::default().workers);
+    }
+
+    #[test]
+    fn relay_flags_are_the_relays_fields_and_checks() {
+        let (_, p) = resolve(&[
+            "--batch-size",
+            "250",
+            "--workers",
+            "2",
+            "--consolidate-after",
+            "0s",
+            "--keeping-up-workers",
+            "2",
+        ])
+        .unwrap();
+        let c = &*p.relay;
+        assert_eq!((c.batch_size, c.workers, c.keeping_up_workers), (250, 2, 2));
+        assert_eq!(c.consolidate_after, Duration::ZERO);
+        // The JSON report shows them under the keys it always had, nothing else of the relay's.
+        let json = serde_json::to_value(&p).unwrap();
+        assert_eq!(json["batch_size"], 250);
+        assert_eq!(json["consolidate_after"], "0s");
+        assert_eq!(json["busy_poll_interval"], "1ms");
+        assert!(json.get("database_url").is_none() && json.get("publish_timeout").is_none());
+        // What the relay refuses, the bench refuses before it starts, naming the flag.
+        for (flags, error) in [
+            (&["--workers", "65"][..], "--workers: 65 is outside 1..=64"),
+            (
+                &["--batch-size", "200000"],
+                "--batch-size: 200000 is outside 1..=100000",
+            ),
+            (&["--workers=-1"], "--workers: invalid value: integer `-1`"),
+        ] {
+            let e = resolve(flags).unwrap_err();
+            assert!(e.starts_with(error), "{flags:?}: {e}");
+        }
+        let e = resolve(&["--busy-poll-interval", "soon"]).unwrap_err();
+        assert!(
+            e.contains("--busy-poll-interval") && e.contains("500ms"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use super::report::Section;
 use super::{warm, Ctx, InboxOnly};
-use crate::CliError;
+use crate::BenchError;
 use postbox::migrate::WakeUp;
 use postbox::Inbox;
 use postbox_bullmq::bullmq::worker::CancellationToken as JobToken;
@@ -14,7 +14,7 @@ use postbox_bullmq::inbox_worker;
 use sqlx::postgres::PgPoolOptions;
 use std::time::{Duration, Instant};
 
-pub async fn run(ctx: &Ctx) -> Result<Section, CliError> {
+pub async fn run(ctx: &Ctx) -> Result<Section, BenchError> {
     let p = &ctx.p;
     println!(
         "Consumer throughput: {} jobs per run, concurrency {:?}, {} cores",
@@ -55,7 +55,7 @@ async fn measure(
     concurrency: usize,
     with_inbox: bool,
     what: &str,
-) -> Result<f64, CliError> {
+) -> Result<f64, BenchError> {
     let p = &ctx.p;
     let queue = ctx.queue_name(&format!(
         "consumer-{what}-{}",
@@ -129,7 +129,7 @@ async fn measure(
 }
 
 /// `jobs` jobs shaped like the relay's (event id as job id), added in batches.
-async fn fill(q: &Queue, jobs: usize) -> Result<(), CliError> {
+async fn fill(q: &Queue, jobs: usize) -> Result<(), BenchError> {
     let all: Vec<usize> = (0..jobs).collect();
     for chunk in all.chunks(1000) {
         let batch = chunk

@@ -6,7 +6,7 @@
 
 use super::report::{HealthRow, HealthSection};
 use super::{Ctx, InboxOnly};
-use crate::CliError;
+use crate::BenchError;
 use postbox::migrate::WakeUp;
 use postbox_bullmq::{inbox_worker, BullmqConfig, BullmqSink};
 use postbox_redis_streams::redis::{self, aio::MultiplexedConnection};
@@ -21,7 +21,7 @@ const RETENTION: Duration = Duration::from_secs(30);
 /// The consumer's jobs in hand (its pool has two sessions more).
 const CONSUMER_CONCURRENCY: usize = 8;
 
-pub async fn run(ctx: &Ctx) -> Result<HealthSection, CliError> {
+pub async fn run(ctx: &Ctx) -> Result<HealthSection, BenchError> {
     let p = &ctx.p;
     let schema = ctx.schema("health", WakeUp::Statement).await?;
     let queue = ctx.queue_name("health");
@@ -159,7 +159,7 @@ pub async fn run(ctx: &Ctx) -> Result<HealthSection, CliError> {
 async fn redis_health(
     redis: &mut MultiplexedConnection,
     queue: &str,
-) -> Result<(u64, u64), CliError> {
+) -> Result<(u64, u64), BenchError> {
     let info: String = redis::cmd("INFO")
         .arg("memory")
         .query_async(redis)

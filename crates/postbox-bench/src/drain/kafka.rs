@@ -3,8 +3,8 @@
 //! raw produce rate with the sink's producer settings.
 
 use super::{drain, BODY, EVENT};
-use crate::bench::{cpu, Ctx};
-use crate::CliError;
+use crate::BenchError;
+use crate::{cpu, Ctx};
 use futures::stream::{FuturesUnordered, StreamExt};
 use postbox_kafka::rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use postbox_kafka::rdkafka::client::DefaultClientContext;
@@ -22,7 +22,7 @@ pub async fn rep(
     ctx: &Ctx,
     brokers: &str,
     rep: usize,
-) -> Result<(cpu::Measured, cpu::Measured, cpu::Measured), CliError> {
+) -> Result<(cpu::Measured, cpu::Measured, cpu::Measured), BenchError> {
     let admin = KafkaAdmin::new(brokers)?;
     let mut relayed = Vec::new();
     for publish in [PublishMode::Transaction, PublishMode::Waves] {
@@ -35,7 +35,7 @@ pub async fn rep(
                 publish,
                 ..Default::default()
             },
-            postbox_relay::Config::default().publish_timeout,
+            ctx.p.relay.publish_timeout,
         )?;
         let r = drain(ctx, Arc::new(Delivery::new(sink)), &topic).await;
         admin.delete(&topic).await;
@@ -60,7 +60,7 @@ pub struct KafkaAdmin {
 }
 
 impl KafkaAdmin {
-    pub fn new(brokers: &str) -> Result<Self, CliError> {
+    pub fn new(brokers: &str) -> Result<Self, BenchError> {
         Ok(KafkaAdmin {
             brokers: brokers.to_owned(),
             client: ClientConfig::new()
@@ -70,7 +70,7 @@ impl KafkaAdmin {
         })
     }
 
-    pub async fn create(&self, ctx: &Ctx, what: &str) -> Result<String, CliError> {
+    pub async fn create(&self, ctx: &Ctx, what: &str) -> Result<String, BenchError> {
         let topic = ctx.name(what);
         let new = NewTopic::new(&topic, KAFKA_PARTITIONS, TopicReplication::Fixed(1));
         for r in self.client.create_topics([&new], &self.opts).await? {
@@ -90,7 +90,7 @@ impl KafkaAdmin {
 /// The same messages the Kafka sink would produce (key, payload value,
 /// event-id and event headers) with the sink's producer settings, all
 /// pipelined: what the broker takes without PostgreSQL.
-pub async fn raw_rate(ctx: &Ctx, brokers: &str, topic: &str) -> Result<cpu::Measured, CliError> {
+pub async fn raw_rate(ctx: &Ctx, brokers: &str, topic: &str) -> Result<cpu::Measured, BenchError> {
     let p = &ctx.p;
     let producer: FutureProducer = ClientConfig::new()
         .set("bootstrap.servers", brokers)
@@ -141,7 +141,7 @@ pub async fn raw_rate(ctx: &Ctx, brokers: &str, topic: &str) -> Result<cpu::Meas
 
 type DeliveryResult = <DeliveryFuture as std::future::Future>::Output;
 
-fn delivered(r: Option<DeliveryResult>) -> Result<(), CliError> {
+fn delivered(r: Option<DeliveryResult>) -> Result<(), BenchError> {
     match r {
         Some(Ok(Ok(_))) | None => Ok(()),
         Some(Ok(Err((e, _)))) => Err(format!("raw Kafka produce: {e}").into()),

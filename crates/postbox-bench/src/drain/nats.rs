@@ -4,8 +4,8 @@
 //! relay has workers, over one connection like the sink's.
 
 use super::{drain, BODY, EVENT};
-use crate::bench::{cpu, Ctx};
-use crate::CliError;
+use crate::BenchError;
+use crate::{cpu, Ctx};
 use postbox_nats::async_nats::header::{HeaderMap, NATS_MESSAGE_ID};
 use postbox_nats::async_nats::jetstream::{self, stream};
 use postbox_nats::{NatsConfig, NatsSink, HEADER_EVENT, HEADER_KEY};
@@ -18,7 +18,7 @@ pub async fn rep(
     ctx: &Ctx,
     url: &str,
     rep: usize,
-) -> Result<(cpu::Measured, cpu::Measured), CliError> {
+) -> Result<(cpu::Measured, cpu::Measured), BenchError> {
     let client = postbox_nats::async_nats::connect(url)
         .await
         .map_err(|e| format!("cannot connect to NATS (--nats-url): {e}"))?;
@@ -41,7 +41,7 @@ pub async fn rep(
     Ok((relayed, raw?))
 }
 
-async fn create(js: &jetstream::Context, name: &str) -> Result<(), CliError> {
+async fn create(js: &jetstream::Context, name: &str) -> Result<(), BenchError> {
     js.create_stream(stream::Config {
         name: name.to_owned(),
         subjects: vec![name.to_owned()],
@@ -57,13 +57,13 @@ async fn raw_rate(
     ctx: &Ctx,
     js: &jetstream::Context,
     subject: &str,
-) -> Result<cpu::Measured, CliError> {
+) -> Result<cpu::Measured, BenchError> {
     let p = &ctx.p;
-    let per_lane = (p.events as usize).div_ceil(p.workers);
+    let per_lane = (p.events as usize).div_ceil(p.relay.workers);
     let started = cpu::Window::start();
-    let tasks = (0..p.workers).map(|lane| {
+    let tasks = (0..p.relay.workers).map(|lane| {
         let (js, subject) = (js.clone(), subject.to_owned());
-        let (batch, keys) = (p.batch_size as usize, p.keys as usize);
+        let (batch, keys) = (p.relay.batch_size as usize, p.keys as usize);
         let first = lane * per_lane;
         let last = (first + per_lane).min(p.events as usize);
         async move {
@@ -87,7 +87,7 @@ async fn raw_rate(
                         .map_err(|e| format!("raw JetStream publish: {e}"))?;
                 }
             }
-            Ok::<(), CliError>(())
+            Ok::<(), BenchError>(())
         }
     });
     for r in futures::future::join_all(tasks).await {

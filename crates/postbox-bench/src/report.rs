@@ -2,7 +2,7 @@
 //! (`--json`) and the chart (`--png`).
 
 use super::Ctx;
-use crate::CliError;
+use crate::BenchError;
 use serde::Serialize;
 use std::path::Path;
 
@@ -282,7 +282,7 @@ impl Report {
         }
     }
 
-    pub fn write_json(&self, path: &Path) -> Result<(), CliError> {
+    pub fn write_json(&self, path: &Path) -> Result<(), BenchError> {
         create_parent(path)?;
         let text = serde_json::to_string_pretty(self)?;
         std::fs::write(path, text + "\n")
@@ -292,7 +292,7 @@ impl Report {
 
     /// Latency percentiles per variant and rate (log scale), then one panel
     /// per throughput section with its baselines in grey.
-    pub fn draw(&self, path: &Path) -> Result<(), CliError> {
+    pub fn draw(&self, path: &Path) -> Result<(), BenchError> {
         use plotters::prelude::*;
         create_parent(path)?;
         register_font()?;
@@ -320,7 +320,7 @@ impl Report {
     }
 }
 
-fn create_parent(path: &Path) -> Result<(), CliError> {
+fn create_parent(path: &Path) -> Result<(), BenchError> {
     match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => std::fs::create_dir_all(dir)
             .map_err(|e| format!("creating {}: {e}", dir.display()).into()),
@@ -329,7 +329,7 @@ fn create_parent(path: &Path) -> Result<(), CliError> {
 }
 
 /// plotters draws text with a TrueType font it is given (no system font lookup).
-fn register_font() -> Result<(), CliError> {
+fn register_font() -> Result<(), BenchError> {
     const FONTS: [&str; 2] = [
         "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
         "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
@@ -349,7 +349,7 @@ type Area<'a> =
     plotters::drawing::DrawingArea<plotters::backend::BitMapBackend<'a>, plotters::coord::Shift>;
 
 /// Horizontal bars, one a row: median bar, min–max whisker below the label inside.
-fn draw_section(area: &Area, s: &Section, cores: usize) -> Result<(), CliError> {
+fn draw_section(area: &Area, s: &Section, cores: usize) -> Result<(), BenchError> {
     use plotters::prelude::*;
     let top = s.rows.iter().map(|r| r.value.max).fold(1.0, f64::max) * 1.1;
     let n = s.rows.len().max(1) as f64;
@@ -405,7 +405,7 @@ fn draw_section(area: &Area, s: &Section, cores: usize) -> Result<(), CliError> 
 
 /// p50, p95 and p99 bars per variant and rate, on a log scale (polling is
 /// hundreds of times slower than a NOTIFY wake-up).
-fn draw_latency(area: &Area, l: &LatencySection, cores: usize) -> Result<(), CliError> {
+fn draw_latency(area: &Area, l: &LatencySection, cores: usize) -> Result<(), BenchError> {
     use plotters::prelude::*;
     let top = l.rows.iter().map(|r| r.p99_ms.max).fold(10.0, f64::max) * 2.0;
     let n = l.rows.len().max(1) as f64;

@@ -4,8 +4,8 @@
 //! channels as the relay has workers.
 
 use super::{drain, BODY, EVENT};
-use crate::bench::{cpu, Ctx};
-use crate::CliError;
+use crate::BenchError;
+use crate::{cpu, Ctx};
 use postbox_rabbitmq::lapin::options::{
     BasicPublishOptions, ConfirmSelectOptions, ExchangeDeleteOptions, QueueDeleteOptions,
 };
@@ -21,7 +21,7 @@ pub async fn rep(
     ctx: &Ctx,
     url: &str,
     rep: usize,
-) -> Result<(cpu::Measured, cpu::Measured), CliError> {
+) -> Result<(cpu::Measured, cpu::Measured), BenchError> {
     let conn = Connection::connect(url, ConnectionProperties::default())
         .await
         .map_err(|e| format!("cannot connect to RabbitMQ (--rabbitmq-url): {e}"))?;
@@ -53,21 +53,25 @@ async fn remove(admin: &Channel, name: &str) {
         .await;
 }
 
-async fn raw_rate(ctx: &Ctx, conn: &Connection, exchange: &str) -> Result<cpu::Measured, CliError> {
+async fn raw_rate(
+    ctx: &Ctx,
+    conn: &Connection,
+    exchange: &str,
+) -> Result<cpu::Measured, BenchError> {
     let p = &ctx.p;
     let mut lanes = Vec::new();
-    for _ in 0..p.workers {
+    for _ in 0..p.relay.workers {
         let channel = conn.create_channel().await?;
         channel
             .confirm_select(ConfirmSelectOptions::default())
             .await?;
         lanes.push(channel);
     }
-    let per_lane = (p.events as usize).div_ceil(p.workers);
+    let per_lane = (p.events as usize).div_ceil(p.relay.workers);
     let started = cpu::Window::start();
     let tasks = lanes.into_iter().enumerate().map(|(lane, channel)| {
         let exchange = exchange.to_owned();
-        let (batch, keys) = (p.batch_size as usize, p.keys as usize);
+        let (batch, keys) = (p.relay.batch_size as usize, p.keys as usize);
         let first = lane * per_lane;
         let last = (first + per_lane).min(p.events as usize);
         async move {
@@ -106,7 +110,7 @@ async fn raw_rate(ctx: &Ctx, conn: &Connection, exchange: &str) -> Result<cpu::M
                 }
                 for c in confirms {
                     if !c.await?.is_ack() {
-                        return Err::<(), CliError>("raw RabbitMQ publish: nacked".into());
+                        return Err::<(), BenchError>("raw RabbitMQ publish: nacked".into());
                     }
                 }
             }

@@ -4,8 +4,8 @@
 //! destination), both to a local receiver that answers 200 at once.
 
 use super::{drain, BODY, EVENT};
-use crate::bench::{cpu, Ctx};
-use crate::CliError;
+use crate::BenchError;
+use crate::{cpu, Ctx};
 use futures::stream::{self, StreamExt, TryStreamExt};
 use postbox_relay::{Delivery, Secret};
 use postbox_webhook::{SigningKey, WebhookConfig, WebhookSink};
@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 const SECRET: &str = "whsec_cG9zdGJveCBiZW5jaCBzaWduaW5nIGtleSAwMQ==";
 
 /// One repetition: (relay rate, raw rate).
-pub async fn rep(ctx: &Ctx, rep: usize) -> Result<(cpu::Measured, cpu::Measured), CliError> {
+pub async fn rep(ctx: &Ctx, rep: usize) -> Result<(cpu::Measured, cpu::Measured), BenchError> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let port = listener.local_addr()?.port();
     let stop = CancellationToken::new();
@@ -50,7 +50,7 @@ pub async fn rep(ctx: &Ctx, rep: usize) -> Result<(cpu::Measured, cpu::Measured)
     Ok((relayed?, raw?))
 }
 
-async fn raw_rate(ctx: &Ctx, port: u16, concurrency: usize) -> Result<cpu::Measured, CliError> {
+async fn raw_rate(ctx: &Ctx, port: u16, concurrency: usize) -> Result<cpu::Measured, BenchError> {
     let p = &ctx.p;
     let client = reqwest::Client::builder().use_rustls_tls().build()?;
     let key = SigningKey::from_secret(SECRET)?;
@@ -80,7 +80,7 @@ async fn raw_rate(ctx: &Ctx, port: u16, concurrency: usize) -> Result<cpu::Measu
                     .send()
                     .await?;
                 if !response.status().is_success() {
-                    return Err::<(), CliError>(
+                    return Err::<(), BenchError>(
                         format!("raw webhook POST: HTTP {}", response.status()).into(),
                     );
                 }

@@ -1,11 +1,13 @@
-//! `postbox bench all --quick`: every benchmark runs against the real
+//! `postbox-bench all --quick`: every benchmark runs against the real
 //! PostgreSQL, Redis, Kafka broker, RabbitMQ and NATS JetStream and writes
 //! its figures and chart. No
 //! assertion on time: only that each figure was measured.
 
-use crate::support::*;
 use postbox_testkit::KafkaBroker;
 use serde_json::Value;
+
+/// The `postbox-bench` binary under test.
+const BIN: &str = env!("CARGO_BIN_EXE_postbox-bench");
 
 /// Every throughput row of a section measured something.
 fn assert_rows(report: &Value, section: &str, names: &[&str]) {
@@ -35,7 +37,6 @@ async fn bench_all_quick_writes_every_figure_and_the_chart() {
     let (json, png) = (dir.join("bench.json"), dir.join("bench.png"));
     let out = tokio::process::Command::new(BIN)
         .args([
-            "bench",
             "all",
             "--quick",
             "--kafka-brokers",
@@ -176,11 +177,7 @@ fn bench_refuses_parameters_it_cannot_run() {
             "--load-duration must be longer than 0",
         ),
     ] {
-        let out = std::process::Command::new(BIN)
-            .arg("bench")
-            .args(args)
-            .output()
-            .unwrap();
+        let out = std::process::Command::new(BIN).args(args).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
             !out.status.success() && stderr.contains(expected),

@@ -3,8 +3,8 @@
 //! batch (what the sink's `publish = "transaction"` sends).
 
 use super::{BODY, EVENT};
-use crate::bench::{cpu, Ctx};
-use crate::CliError;
+use crate::BenchError;
+use crate::{cpu, Ctx};
 use postbox_bullmq::bullmq::{BulkJob, FlowJob, FlowProducer, FlowProducerOptions, JobOptions};
 use std::future::Future;
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use std::sync::Arc;
 /// data), in batches of the relay's size, as many batches in flight as the
 /// relay has workers, each batch through `Queue::add_bulk` (one script call
 /// per job, not atomic): what Redis and BullMQ's script take without PostgreSQL.
-pub async fn raw_rate(ctx: &Ctx, queue: &str) -> Result<cpu::Measured, CliError> {
+pub async fn raw_rate(ctx: &Ctx, queue: &str) -> Result<cpu::Measured, BenchError> {
     let q = Arc::new(ctx.queue(queue).await?);
     let lanes = lanes(ctx, |n| {
         BulkJob::new(EVENT, serde_json::json!({ "n": n, "body": BODY }))
@@ -29,7 +29,7 @@ pub async fn raw_rate(ctx: &Ctx, queue: &str) -> Result<cpu::Measured, CliError>
 /// The same jobs, each batch as one MULTI/EXEC through
 /// `FlowProducer::add_bulk`, over one connection as the sink does: the
 /// transaction's own cost, without PostgreSQL.
-pub async fn raw_transaction_rate(ctx: &Ctx, queue: &str) -> Result<cpu::Measured, CliError> {
+pub async fn raw_transaction_rate(ctx: &Ctx, queue: &str) -> Result<cpu::Measured, BenchError> {
     let flow = Arc::new(
         FlowProducer::with_options(FlowProducerOptions {
             connection: ctx.redis(),
@@ -61,7 +61,7 @@ async fn timed<J, F, Fut>(
     ctx: &Ctx,
     lanes: Vec<Vec<Vec<J>>>,
     send: F,
-) -> Result<cpu::Measured, CliError>
+) -> Result<cpu::Measured, BenchError>
 where
     J: Send + 'static,
     F: Fn(Vec<J>) -> Fut + Clone + Send + 'static,
@@ -87,11 +87,11 @@ where
 /// round-robin to one lane per relay worker. Built before the clock starts.
 fn lanes<J>(ctx: &Ctx, job: impl Fn(i64) -> J) -> Vec<Vec<Vec<J>>> {
     let p = &ctx.p;
-    let mut lanes: Vec<Vec<Vec<J>>> = (0..p.workers).map(|_| Vec::new()).collect();
+    let mut lanes: Vec<Vec<Vec<J>>> = (0..p.relay.workers).map(|_| Vec::new()).collect();
     let mut jobs = (1..=p.events).map(job).peekable();
     let mut i = 0;
     while jobs.peek().is_some() {
-        lanes[i % p.workers].push(jobs.by_ref().take(p.batch_size as usize).collect());
+        lanes[i % p.relay.workers].push(jobs.by_ref().take(p.relay.batch_size as usize).collect());
         i += 1;
     }
     lanes
