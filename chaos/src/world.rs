@@ -189,9 +189,14 @@ impl World {
             if let Some(hosts) = &o.db_hosts {
                 url = with_hosts(&url, hosts)?;
             }
+            // Behind the transaction pooler, unnamed statements (the Node
+            // service's `pg` sends those anyway, and takes no such flag).
             let (service_db, statements) = match &poolers {
-                Some(p) => (via(&url, p.services.port()), "unnamed"),
-                None => (url.clone(), "named"),
+                Some(p) => (
+                    via(&url, p.services.port()),
+                    vec!["--statements".to_owned(), "unnamed".to_owned()],
+                ),
+                None => (url.clone(), vec![]),
             };
             let port = free_port();
             let args: Vec<String> = [
@@ -205,8 +210,6 @@ impl World {
                 peer_schema,
                 "--database-url",
                 &service_db,
-                "--statements",
-                statements,
                 "--listen",
                 &format!("127.0.0.1:{port}"),
                 "--lock-duration-ms",
@@ -216,6 +219,7 @@ impl World {
             ]
             .map(String::from)
             .into_iter()
+            .chain(statements)
             .chain(service_broker_args.iter().cloned())
             .collect();
             let (program, args) = chat::node::service_command(o.node, service, &chat_bin, args);
