@@ -62,8 +62,8 @@ impl postbox_bullmq::Handler for Deliveries {
 
 pub async fn run(a: Args) -> Result<(), CliError> {
     let schema = postbox::SchemaName::new(&a.schema)?;
-    let db = Secret::new(a.services.database_url.clone());
-    let pool = PgPool::connect(&a.services.database_url)
+    let db = Secret::new(a.services.database_url().to_owned());
+    let pool = PgPool::connect(a.services.database_url())
         .await
         .map_err(|e| format!("cannot connect to PostgreSQL at {db}: {e}"))?;
     let queue_name = format!("postbox-demo-{}", std::process::id());
@@ -84,7 +84,7 @@ pub async fn run(a: Args) -> Result<(), CliError> {
     // The relay, embedded here; `postbox relay` runs the same code as a daemon.
     let shutdown = CancellationToken::new();
     let sink = Arc::new(Delivery::new(BullmqSink::new(BullmqConfig {
-        redis_url: Secret::new(a.services.redis_url.clone()),
+        redis_url: Secret::new(a.services.redis_url().to_owned()),
         ..Default::default()
     })?));
     let relay = Relay::new(
@@ -111,7 +111,7 @@ pub async fn run(a: Args) -> Result<(), CliError> {
         handler.clone(),
         WorkerOptions {
             connection: postbox_bullmq::bullmq::options::RedisConnectionOptions {
-                url: a.services.redis_url.clone(),
+                url: a.services.redis_url().to_owned(),
                 ..Default::default()
             },
             concurrency: 1,
@@ -125,7 +125,7 @@ pub async fn run(a: Args) -> Result<(), CliError> {
     .map_err(|e| {
         format!(
             "cannot start the BullMQ worker on {}: {e}",
-            Secret::new(a.services.redis_url.clone())
+            Secret::new(a.services.redis_url().to_owned())
         )
     })?;
     let worker_task = tokio::spawn(worker.run());
@@ -206,7 +206,7 @@ pub async fn run(a: Args) -> Result<(), CliError> {
         &queue_name,
         QueueOptions {
             connection: postbox_bullmq::bullmq::options::RedisConnectionOptions {
-                url: a.services.redis_url.clone(),
+                url: a.services.redis_url().to_owned(),
                 ..Default::default()
             },
             ..Default::default()
@@ -277,7 +277,7 @@ pub async fn run(a: Args) -> Result<(), CliError> {
     worker_task.await??;
     relay_task.await??;
     let _ = queue.obliterate(true, 1000).await;
-    let mut c = PgConnection::connect(&a.services.database_url).await?;
+    let mut c = PgConnection::connect(a.services.database_url()).await?;
     let _ = sqlx::raw_sql(&format!("DROP SCHEMA {schema} CASCADE"))
         .execute(&mut c)
         .await;

@@ -1,5 +1,6 @@
 //! `postbox grant`: least-privilege rights for a producer, relay or consumer role.
 
+use crate::connection::{connect, DatabaseUrl, Flag};
 use crate::CliError;
 use postbox::roles::{self, Kind};
 use postbox::{RoleName, SchemaName};
@@ -7,9 +8,8 @@ use sqlx::Connection;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// PostgreSQL URL of a role allowed to grant (the schema's owner or a superuser).
-    #[arg(long, env = "POSTBOX_DATABASE_URL", hide_env_values = true)]
-    database_url: Option<String>,
+    #[command(flatten)]
+    database_url: Flag<DatabaseUrl>,
     /// The postbox schema (repeat, or comma-separated, for several).
     #[arg(
         long = "schema",
@@ -43,10 +43,7 @@ pub async fn run(a: Args) -> Result<(), CliError> {
         }
         return Ok(());
     }
-    let url = a
-        .database_url
-        .ok_or("no database: pass --database-url or set POSTBOX_DATABASE_URL (or DATABASE_URL)")?;
-    let mut conn = crate::target::connect(Some(&url), "postbox-grant").await?;
+    let mut conn = connect(a.database_url.required()?, "postbox-grant").await?;
     for schema in &schemas {
         grant(&mut conn, a.kind, schema, &role).await?;
     }

@@ -2,6 +2,7 @@
 //! are a binary of their own, `postbox-bench` (crates/postbox-bench).
 
 mod admin;
+mod connection;
 mod demo;
 mod dlq;
 mod grant;
@@ -56,7 +57,7 @@ enum Command {
     Relay(Box<relay::Args>),
     /// Quick demo: produce events, relay them to BullMQ, consume them through the inbox.
     Demo(demo::Args),
-    /// Grant a role the least rights it needs as a producer, the relay or a consumer.
+    /// Grant a role the least rights it needs as a producer, the relay or a consumer (connect as the schema's owner or a superuser).
     Grant(grant::Args),
     /// Inspect, replay or purge dead letters (events the relay gave up on).
     Dlq(dlq::Args),
@@ -73,10 +74,7 @@ enum Command {
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let mut cli = parse();
-    if !matches!(cli.command, Command::Relay(_)) && conventional_env() {
-        cli = parse();
-    }
+    let cli = parse();
     // The demo prints its own report; keep library logs to warnings there.
     let quiet = matches!(
         cli.command,
@@ -140,28 +138,6 @@ fn parse() -> Cli {
         }
         e.exit()
     })
-}
-
-/// `DATABASE_URL` and `REDIS_URL`, the variables other tools use, stand in for
-/// `POSTBOX_DATABASE_URL` and `POSTBOX_REDIS_URL` when those are unset. (The
-/// relay applies the same rule itself, after its config file: a URL in the
-/// file wins over these general-purpose variables.)
-/// Returns whether it set any.
-fn conventional_env() -> bool {
-    let mut set = false;
-    for (ours, conventional) in [
-        ("POSTBOX_DATABASE_URL", "DATABASE_URL"),
-        ("POSTBOX_REDIS_URL", "REDIS_URL"),
-    ] {
-        if std::env::var_os(ours).is_none() {
-            if let Some(v) = std::env::var_os(conventional) {
-                // Still single-threaded: no other thread reads the environment yet.
-                std::env::set_var(ours, v);
-                set = true;
-            }
-        }
-    }
-    set
 }
 
 /// Boxed error for the commands: each one already says what to do.

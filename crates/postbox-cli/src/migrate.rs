@@ -1,14 +1,14 @@
 //! `postbox migrate`.
 
+use crate::connection::{connect, DatabaseUrl, Flag};
 use crate::CliError;
 use postbox::migrate::{self, WakeUp};
 use postbox::SchemaName;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// PostgreSQL URL.
-    #[arg(long, env = "POSTBOX_DATABASE_URL", hide_env_values = true)]
-    database_url: Option<String>,
+    #[command(flatten)]
+    database_url: Flag<DatabaseUrl>,
     /// Schema to create or upgrade (repeat, or comma-separated, for several). Validated against `^[a-z_][a-z0-9_]{0,62}$`.
     #[arg(
         long = "schema",
@@ -49,10 +49,7 @@ pub async fn run(a: Args) -> Result<(), CliError> {
         }
         return Ok(());
     }
-    let url = a
-        .database_url
-        .ok_or("no database: pass --database-url or set POSTBOX_DATABASE_URL (or DATABASE_URL)")?;
-    let mut conn = crate::target::connect(Some(&url), "postbox-migrate").await?;
+    let mut conn = connect(a.database_url.required()?, "postbox-migrate").await?;
     for s in &schemas {
         let r = match a.notify {
             Some(notify) => migrate::run(&mut conn, s, notify).await?,

@@ -1,22 +1,25 @@
 //! Where PostgreSQL and Redis are, for the command that starts both sides
-//! itself (`demo`; `postbox-bench` has the same flags): the flags, env and defaults.
+//! itself (`demo`): the relay's own settings fields, with the local servers
+//! as defaults.
 
-#[derive(clap::Args, Clone)]
+use crate::connection::{Flag, LocalDatabaseUrl, RedisUrl};
+
+#[derive(clap::Args)]
 pub struct Services {
-    /// PostgreSQL URL.
-    #[arg(
-        long,
-        env = "POSTBOX_DATABASE_URL",
-        hide_env_values = true,
-        default_value = "postgres://postgres:postgres@127.0.0.1:5432/postgres"
-    )]
-    pub database_url: String,
-    /// Redis URL.
-    #[arg(
-        long,
-        env = "POSTBOX_REDIS_URL",
-        hide_env_values = true,
-        default_value = "redis://127.0.0.1:6379"
-    )]
-    pub redis_url: String,
+    #[command(flatten)]
+    database_url: Flag<LocalDatabaseUrl>,
+    #[command(flatten)]
+    redis_url: Flag<RedisUrl>,
+}
+
+impl Services {
+    /// The PostgreSQL URL.
+    pub fn database_url(&self) -> &str {
+        self.database_url.get().expect("a default")
+    }
+
+    /// The Redis URL.
+    pub fn redis_url(&self) -> &str {
+        self.redis_url.get().expect("a default")
+    }
 }

@@ -1,8 +1,8 @@
 //! `postbox status`: per schema, what waits in the outbox and which relay
 //! instances own which partitions. Read-only; safe on a live system.
 
+use crate::connection::{connect, DatabaseUrl, Flag};
 use crate::table::{clip, table};
-use crate::target::connect;
 use crate::CliError;
 use chrono::{DateTime, Utc};
 use postbox::sql::{statement_as, Queries};
@@ -13,9 +13,8 @@ use std::collections::BTreeMap;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// PostgreSQL URL.
-    #[arg(long, env = "POSTBOX_DATABASE_URL", hide_env_values = true)]
-    database_url: Option<String>,
+    #[command(flatten)]
+    database_url: Flag<DatabaseUrl>,
     /// Schema to report on (repeat, or comma-separated, for several).
     #[arg(
         long = "schema",
@@ -112,7 +111,7 @@ pub async fn run(a: Args) -> Result<(), CliError> {
         .iter()
         .map(|s| SchemaName::new(s))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut conn = connect(a.database_url.as_deref(), "postbox status").await?;
+    let mut conn = connect(a.database_url.required()?, "postbox status").await?;
     let mut out = Vec::new();
     for schema in &schemas {
         // One transaction per schema: behind a transaction pooler, each

@@ -1,15 +1,15 @@
 //! What the commands that work on one schema's rows share: the database
 //! URL and schema flags, the session they open, and a dead letter's id.
 
+use crate::connection::{connect, DatabaseUrl, Flag};
 use crate::CliError;
 use postbox::SchemaName;
 use sqlx::PgConnection;
 
 #[derive(clap::Args)]
 pub(crate) struct SchemaArgs {
-    /// PostgreSQL URL.
-    #[arg(long, env = "POSTBOX_DATABASE_URL", hide_env_values = true)]
-    database_url: Option<String>,
+    #[command(flatten)]
+    database_url: Flag<DatabaseUrl>,
     /// Schema whose dead letters to work on (one: run the command once per schema).
     #[arg(long)]
     pub(crate) schema: String,
@@ -26,27 +26,10 @@ impl SchemaArgs {
             .into());
         }
         let schema = SchemaName::new(&self.schema)?;
-        let mut conn = connect(self.database_url.as_deref(), app).await?;
+        let mut conn = connect(self.database_url.required()?, app).await?;
         postbox::migrate::ensure_migrated(&mut conn, &schema).await?;
         Ok((schema, conn))
     }
-}
-
-/// Open a session named `app` (so it is not mistaken for a relay in `pg_stat_activity`).
-pub(crate) async fn connect(url: Option<&str>, app: &str) -> Result<PgConnection, CliError> {
-    let url = url
-        .ok_or("no database: pass --database-url or set POSTBOX_DATABASE_URL (or DATABASE_URL)")?;
-    let redacted = postbox_relay::Secret::new(url).redacted();
-    // One server or a host list (`…@db1,db2/app?target_session_attrs=read-write`).
-    let servers: postbox::Servers = url
-        .parse()
-        .map_err(|e| format!("invalid database URL {redacted}: {e}"))?;
-    servers
-        .connect(app, std::time::Duration::from_secs(10))
-        .await
-        .map_err(|e| {
-            format!("cannot connect to PostgreSQL at {redacted}: {e}. Check the URL, that the server runs, and the credentials").into()
-        })
 }
 
 /// A dead letter's id for `show`: `--id N`, as `list`, `replay` and `purge`

@@ -10,7 +10,6 @@
 //! the event id makes that idempotent.
 #![warn(missing_docs)]
 
-mod backoff;
 mod broker_watch;
 mod config;
 mod delivery;
@@ -33,10 +32,11 @@ mod wake;
 mod wake_logical;
 mod worker;
 
-pub use backoff::Backoff;
 pub use config::{Config, ConfigError, Secret, SentRows};
 pub use delivery::Delivery;
 pub use partitions::target_share;
+/// Re-exported: the one backoff schedule, defined in the library.
+pub use postbox::Backoff;
 pub use relay::{NotReady, Readiness, Relay, RelayError};
 pub use router::{RouteMatch, Router, TopicPattern};
 pub use section::{Alias, HumanDuration, Section, SinkConfig};

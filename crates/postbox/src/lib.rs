@@ -18,6 +18,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod backoff;
 pub mod consume;
 mod error;
 mod ident;
@@ -33,6 +34,7 @@ pub mod servers;
 pub mod sql;
 pub mod trace;
 
+pub use backoff::Backoff;
 pub use consume::{
     handler_fn, BoxError, ConsumeError, FnHandler, Handler, HandlerFuture, InboxConsumer,
     Processed, RetryPolicy,

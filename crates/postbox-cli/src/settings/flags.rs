@@ -22,7 +22,8 @@ fn id(f: &Field) -> String {
     format!("{}.{}", f.section, f.key)
 }
 
-fn arg(f: &Field) -> Option<Arg> {
+/// The flag of field `f` (`None` for a field of the config file only).
+pub(crate) fn arg(f: &Field) -> Option<Arg> {
     let mut a = Arg::new(id(f))
         .long(f.flag.clone())
         .env(f.env.clone())

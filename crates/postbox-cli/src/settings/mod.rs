@@ -4,7 +4,7 @@
 //! environment variables, `--help` and the reference come from those fields.
 
 mod fields;
-mod flags;
+pub(crate) mod flags;
 mod reference;
 pub mod sinks;
 

@@ -285,7 +285,7 @@ impl InboxConsumer {
             message_id = %msg.id,
             traceparent = msg.trace_context().map(|t| t.traceparent)
         );
-        let mut delay = Duration::from_millis(100);
+        let mut failures = 0;
         loop {
             match self
                 .process(msg, handler, shutdown)
@@ -295,12 +295,13 @@ impl InboxConsumer {
                 Ok(done) => return Some(done),
                 Err(ConsumeError::Cancelled) => return None,
                 Err(e) => {
+                    let delay = IN_PLACE.delay(failures);
+                    failures += 1;
                     tracing::warn!(error = %e, source = %msg.source, retry_in = %crate::display_duration(delay), "message not processed; retrying it in place");
                     tokio::select! {
                         _ = shutdown.cancelled() => return None,
                         _ = tokio::time::sleep(delay) => {}
                     }
-                    delay = (delay * 2).min(Duration::from_secs(5));
                 }
             }
         }
@@ -395,13 +396,13 @@ impl InboxConsumer {
         if self.patience.is_some_and(|p| waited >= p) {
             return Err(ConsumeError::Database { waited, source: e });
         }
-        let delay = outage.delay;
+        let delay = IN_PLACE.delay(outage.failures);
+        outage.failures += 1;
         report::database_unavailable(&self.name, what, &e.to_string(), delay);
         tokio::select! {
             _ = shutdown.cancelled() => return Err(ConsumeError::Cancelled),
             _ = tokio::time::sleep(delay) => {}
         }
-        outage.delay = (delay * 2).min(Duration::from_secs(5));
         Ok(())
     }
 
@@ -440,17 +441,17 @@ impl InboxConsumer {
     }
 }
 
-/// A database outage being waited out: since when, and the next wait.
+/// How a message is retried in place, and a database outage waited out:
+/// 100 ms, doubling up to 5 s.
+const IN_PLACE: crate::Backoff = crate::Backoff {
+    base: Duration::from_millis(100),
+    max: Duration::from_secs(5),
+};
+
+/// A database outage being waited out: since when, and how many tries failed.
+#[derive(Default)]
 struct Outage {
     started: Option<Instant>,
-    delay: Duration,
-}
-
-impl Default for Outage {
-    fn default() -> Self {
-        Outage {
-            started: None,
-            delay: Duration::from_millis(100),
-        }
-    }
+    /// Failed tries so far, for [`IN_PLACE`].
+    failures: u32,
 }

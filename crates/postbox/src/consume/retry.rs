@@ -47,23 +47,12 @@ impl RetryPolicy {
     /// capped at `backoff_max`, then drawn from its upper half (jitter, so
     /// consumers that failed together do not retry in lockstep).
     pub fn delay(&self, failures: u32) -> Duration {
-        let exp = failures.saturating_sub(1).min(20);
-        let full = self
-            .backoff
-            .saturating_mul(1u32 << exp)
-            .min(self.backoff_max);
-        full / 2 + full.mul_f64(unit_random() / 2.0)
+        crate::Backoff {
+            base: self.backoff,
+            max: self.backoff_max,
+        }
+        .delay(failures.saturating_sub(1))
     }
-}
-
-/// A number in [0, 1) from the standard library's per-process random hash
-/// keys: jitter needs no better randomness than that.
-fn unit_random() -> f64 {
-    use std::hash::{BuildHasher, Hasher};
-    let bits = std::collections::hash_map::RandomState::new()
-        .build_hasher()
-        .finish();
-    (bits >> 11) as f64 / (1u64 << 53) as f64
 }
 
 #[cfg(test)]

@@ -1,11 +1,12 @@
-//! Capped exponential backoff with full jitter.
+//! Capped exponential backoff with jitter: the one schedule postbox waits by,
+//! wherever it waits (the relay's reconnects and broker outages, its
+//! per-event retries, a consumer's handler retries and database outages).
 
-use rand::Rng;
 use std::time::Duration;
 
 /// Capped exponential backoff: attempt n waits a random time in
 /// `[base·2ⁿ/2, base·2ⁿ]`, never more than `max`.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Backoff {
     /// First delay.
     pub base: Duration,
@@ -21,10 +22,18 @@ impl Backoff {
             .saturating_mul(1u32.checked_shl(attempt.min(30)).unwrap_or(u32::MAX))
             .min(self.max);
         // Half fixed, half random: spreads instances apart without ever retrying at once.
-        let half = exp / 2;
-        let jitter = rand::rng().random_range(0..=half.as_millis() as u64);
-        half + Duration::from_millis(jitter)
+        exp / 2 + exp.mul_f64(unit_random() / 2.0)
     }
+}
+
+/// A number in [0, 1) from the standard library's per-process random hash
+/// keys: jitter needs no better randomness than that.
+fn unit_random() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    let bits = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    (bits >> 11) as f64 / (1u64 << 53) as f64
 }
 
 #[cfg(test)]
