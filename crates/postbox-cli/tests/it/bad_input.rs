@@ -423,3 +423,71 @@ fn bench_names_the_binary_it_moved_to() {
         "{stderr}"
     );
 }
+
+/// Every command outside the relay takes the database from the same flag as
+/// the relay: `--database-url`, else `POSTBOX_DATABASE_URL`, else
+/// `DATABASE_URL`; with none, it says all three. (Each loser below points at
+/// a port nothing listens on, so the error shows which one was used.)
+#[test]
+fn every_command_finds_the_database_the_same_way() {
+    let dead = "postgres://postgres@127.0.0.1:1/none";
+    let good = postbox_testkit::database_url();
+    let run = |cmd: &[&str], flag: Option<&str>, ours: Option<&str>, conventional: Option<&str>| {
+        let mut c = Command::new(BIN);
+        c.args(cmd)
+            .env_remove("DATABASE_URL")
+            .env_remove("POSTBOX_DATABASE_URL");
+        if let Some(u) = flag {
+            c.args(["--database-url", u]);
+        }
+        if let Some(u) = ours {
+            c.env("POSTBOX_DATABASE_URL", u);
+        }
+        if let Some(u) = conventional {
+            c.env("DATABASE_URL", u);
+        }
+        let out = c.output().unwrap();
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    let commands: [&[&str]; 5] = [
+        &["status", "--schema", "no_such_schema"],
+        &["migrate", "--schema", "no_such_schema", "--notify", "off"],
+        &[
+            "grant",
+            "--schema",
+            "no_such_schema",
+            "--role",
+            "nobody",
+            "--as",
+            "producer",
+        ],
+        &["dlq", "list", "--schema", "no_such_schema"],
+        &["inbox-dlq", "list", "--schema", "no_such_schema"],
+    ];
+    for cmd in commands {
+        let none = run(cmd, None, None, None);
+        assert!(
+            none.contains(
+                "no database: pass --database-url or set POSTBOX_DATABASE_URL or DATABASE_URL"
+            ),
+            "{cmd:?}: {none}"
+        );
+        // The flag wins over both variables, ours over the conventional one.
+        for out in [
+            run(cmd, Some(dead), Some(&good), Some(&good)),
+            run(cmd, None, Some(dead), Some(&good)),
+            run(cmd, None, None, Some(dead)),
+        ] {
+            assert!(out.contains("127.0.0.1:1"), "{cmd:?}: {out}");
+        }
+        if cmd[0] != "migrate" {
+            // (migrate would create the schema there.)
+            let used = run(cmd, Some(&good), Some(dead), Some(dead));
+            assert!(!used.contains("127.0.0.1:1"), "{cmd:?}: {used}");
+        }
+    }
+}
