@@ -94,13 +94,13 @@ impl postbox_relay::Section for BullmqConfig {
 }
 
 impl postbox_relay::SinkConfig for BullmqConfig {
-    fn build(
+    type Sink = crate::BullmqSink;
+
+    fn sink(
         self,
         _relay: &postbox_relay::Config,
-    ) -> Result<std::sync::Arc<dyn postbox_relay::Destination>, postbox_relay::ConfigError> {
-        Ok(std::sync::Arc::new(postbox_relay::Delivery::new(
-            crate::BullmqSink::new(self)?,
-        )))
+    ) -> Result<Self::Sink, postbox_relay::ConfigError> {
+        crate::BullmqSink::new(self)
     }
 
     fn describe(&self) -> String {

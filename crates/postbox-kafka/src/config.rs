@@ -124,25 +124,14 @@ impl postbox_relay::Section for KafkaConfig {
 }
 
 impl postbox_relay::SinkConfig for KafkaConfig {
-    fn build(
-        self,
-        relay: &postbox_relay::Config,
-    ) -> Result<std::sync::Arc<dyn postbox_relay::Destination>, postbox_relay::ConfigError> {
-        // librdkafka must give up on a message before the relay gives up on
-        // the batch, or its late answer would be lost.
-        if self.message_timeout >= relay.publish_timeout {
-            return Err(postbox_relay::ConfigError {
-                field: "kafka.message_timeout",
-                reason: format!(
-                    "{} must be shorter than relay.publish_timeout ({}); lower it or raise publish_timeout",
-                    humantime_serde::re::humantime::format_duration(self.message_timeout),
-                    humantime_serde::re::humantime::format_duration(relay.publish_timeout)
-                ),
-            });
-        }
-        Ok(std::sync::Arc::new(postbox_relay::Delivery::new(
-            crate::KafkaSink::new(self, relay.publish_timeout)?,
-        )))
+    type Sink = crate::KafkaSink;
+
+    fn sink(self, relay: &postbox_relay::Config) -> Result<Self::Sink, postbox_relay::ConfigError> {
+        crate::KafkaSink::new(self, relay.publish_timeout)
+    }
+
+    fn client_timeout(&self) -> Option<(&'static str, std::time::Duration)> {
+        Some(("kafka.message_timeout", self.message_timeout))
     }
 
     fn describe(&self) -> String {

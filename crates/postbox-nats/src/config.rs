@@ -39,24 +39,17 @@ impl postbox_relay::Section for NatsConfig {
 }
 
 impl postbox_relay::SinkConfig for NatsConfig {
-    fn build(
+    type Sink = crate::NatsSink;
+
+    fn sink(
         self,
-        relay: &postbox_relay::Config,
-    ) -> Result<std::sync::Arc<dyn postbox_relay::Destination>, postbox_relay::ConfigError> {
-        // The stream must answer before the relay gives up on the batch.
-        if self.ack_timeout >= relay.publish_timeout {
-            return Err(postbox_relay::ConfigError {
-                field: "nats.ack_timeout",
-                reason: format!(
-                    "{} must be shorter than relay.publish_timeout ({}); lower it or raise publish_timeout",
-                    humantime_serde::re::humantime::format_duration(self.ack_timeout),
-                    humantime_serde::re::humantime::format_duration(relay.publish_timeout)
-                ),
-            });
-        }
-        Ok(std::sync::Arc::new(postbox_relay::Delivery::new(
-            crate::NatsSink::new(self)?,
-        )))
+        _relay: &postbox_relay::Config,
+    ) -> Result<Self::Sink, postbox_relay::ConfigError> {
+        crate::NatsSink::new(self)
+    }
+
+    fn client_timeout(&self) -> Option<(&'static str, std::time::Duration)> {
+        Some(("nats.ack_timeout", self.ack_timeout))
     }
 
     fn describe(&self) -> String {

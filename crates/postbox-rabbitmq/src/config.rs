@@ -84,13 +84,13 @@ impl postbox_relay::Section for RabbitmqConfig {
 }
 
 impl postbox_relay::SinkConfig for RabbitmqConfig {
-    fn build(
+    type Sink = crate::RabbitmqSink;
+
+    fn sink(
         self,
         _relay: &postbox_relay::Config,
-    ) -> Result<std::sync::Arc<dyn postbox_relay::Destination>, postbox_relay::ConfigError> {
-        Ok(std::sync::Arc::new(postbox_relay::Delivery::new(
-            crate::RabbitmqSink::new(self)?,
-        )))
+    ) -> Result<Self::Sink, postbox_relay::ConfigError> {
+        crate::RabbitmqSink::new(self)
     }
 
     fn describe(&self) -> String {

@@ -65,13 +65,13 @@ impl postbox_relay::Section for RedisStreamsConfig {
 }
 
 impl postbox_relay::SinkConfig for RedisStreamsConfig {
-    fn build(
+    type Sink = crate::RedisStreamsSink;
+
+    fn sink(
         self,
         _relay: &postbox_relay::Config,
-    ) -> Result<std::sync::Arc<dyn postbox_relay::Destination>, postbox_relay::ConfigError> {
-        Ok(std::sync::Arc::new(postbox_relay::Delivery::new(
-            crate::RedisStreamsSink::new(self)?,
-        )))
+    ) -> Result<Self::Sink, postbox_relay::ConfigError> {
+        crate::RedisStreamsSink::new(self)
     }
 
     fn describe(&self) -> String {

@@ -34,9 +34,41 @@ pub struct Alias {
 
 /// A broker's section: it builds the [`Destination`] the relay publishes to.
 pub trait SinkConfig: Section {
-    /// Validate (also against the relay's settings, e.g. timeouts that must
-    /// nest) and build the sink, wrapped in the delivery layer. Connects lazily.
-    fn build(self, relay: &Config) -> Result<Arc<dyn Destination>, ConfigError>;
+    /// The sink this section builds.
+    type Sink: crate::Sink;
+
+    /// Build the sink (it connects lazily). The settings are checked here,
+    /// [`client_timeout`](Self::client_timeout) excepted.
+    fn sink(self, relay: &Config) -> Result<Self::Sink, ConfigError>;
+
+    /// The broker client's own deadline for one publish, as (setting, value),
+    /// if it has one: it must give up before the relay gives up on the batch
+    /// (`relay.publish_timeout`), or its late answer would be lost.
+    fn client_timeout(&self) -> Option<(&'static str, std::time::Duration)> {
+        None
+    }
+
+    /// Checked against the relay's settings, built, and wrapped in the
+    /// delivery layer (per-key order and outcome classes are its job).
+    fn build(self, relay: &Config) -> Result<Arc<dyn Destination>, ConfigError>
+    where
+        Self: Sized,
+    {
+        if let Some((field, timeout)) = self.client_timeout() {
+            if timeout >= relay.publish_timeout {
+                let show = humantime_serde::re::humantime::format_duration;
+                return Err(ConfigError {
+                    field,
+                    reason: format!(
+                        "{} must be shorter than relay.publish_timeout ({}); lower it or raise publish_timeout",
+                        show(timeout),
+                        show(relay.publish_timeout)
+                    ),
+                });
+            }
+        }
+        Ok(Arc::new(crate::Delivery::new(self.sink(relay)?)))
+    }
 
     /// Where it publishes, for the start-up log line (no secrets).
     fn describe(&self) -> String;

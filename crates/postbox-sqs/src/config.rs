@@ -47,13 +47,13 @@ impl postbox_relay::Section for SnsConfig {
 }
 
 impl postbox_relay::SinkConfig for SqsConfig {
-    fn build(
+    type Sink = crate::SqsSink;
+
+    fn sink(
         self,
         _relay: &postbox_relay::Config,
-    ) -> Result<std::sync::Arc<dyn postbox_relay::Destination>, postbox_relay::ConfigError> {
-        Ok(std::sync::Arc::new(postbox_relay::Delivery::new(
-            crate::SqsSink::new(self)?,
-        )))
+    ) -> Result<Self::Sink, postbox_relay::ConfigError> {
+        crate::SqsSink::new(self)
     }
 
     fn describe(&self) -> String {
@@ -62,13 +62,13 @@ impl postbox_relay::SinkConfig for SqsConfig {
 }
 
 impl postbox_relay::SinkConfig for SnsConfig {
-    fn build(
+    type Sink = crate::SnsSink;
+
+    fn sink(
         self,
         _relay: &postbox_relay::Config,
-    ) -> Result<std::sync::Arc<dyn postbox_relay::Destination>, postbox_relay::ConfigError> {
-        Ok(std::sync::Arc::new(postbox_relay::Delivery::new(
-            crate::SnsSink::new(self)?,
-        )))
+    ) -> Result<Self::Sink, postbox_relay::ConfigError> {
+        crate::SnsSink::new(self)
     }
 
     fn describe(&self) -> String {

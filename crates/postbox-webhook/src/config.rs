@@ -99,23 +99,17 @@ impl postbox_relay::Section for WebhookConfig {
 }
 
 impl postbox_relay::SinkConfig for WebhookConfig {
-    fn build(
+    type Sink = crate::WebhookSink;
+
+    fn sink(
         self,
-        relay: &postbox_relay::Config,
-    ) -> Result<std::sync::Arc<dyn postbox_relay::Destination>, postbox_relay::ConfigError> {
-        if self.timeout >= relay.publish_timeout {
-            return Err(postbox_relay::ConfigError {
-                field: "webhook.timeout",
-                reason: format!(
-                    "{} must be shorter than relay.publish_timeout ({}); lower it or raise publish_timeout",
-                    humantime_serde::re::humantime::format_duration(self.timeout),
-                    humantime_serde::re::humantime::format_duration(relay.publish_timeout)
-                ),
-            });
-        }
-        Ok(std::sync::Arc::new(postbox_relay::Delivery::new(
-            crate::WebhookSink::new(self)?,
-        )))
+        _relay: &postbox_relay::Config,
+    ) -> Result<Self::Sink, postbox_relay::ConfigError> {
+        crate::WebhookSink::new(self)
+    }
+
+    fn client_timeout(&self) -> Option<(&'static str, std::time::Duration)> {
+        Some(("webhook.timeout", self.timeout))
     }
 
     fn describe(&self) -> String {

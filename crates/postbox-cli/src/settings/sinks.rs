@@ -115,4 +115,37 @@ mod tests {
             }
         }
     }
+
+    /// A broker client's own deadline must be shorter than the relay's
+    /// publish_timeout: one rule, for every sink that has such a deadline,
+    /// naming the setting and the fix.
+    #[tokio::test]
+    async fn a_client_timeout_as_long_as_publish_timeout_is_refused_by_name() {
+        let relay = Config {
+            database_url: postbox_relay::Secret::new("postgres://localhost/app"),
+            publish_timeout: std::time::Duration::from_secs(2),
+            ..Config::default()
+        };
+        for (sink, key) in [
+            ("kafka", "message_timeout"),
+            ("nats", "ack_timeout"),
+            ("webhook", "timeout"),
+        ] {
+            let s = SINKS.iter().find(|s| s.name == sink).unwrap();
+            let mut table = required(sink);
+            table
+                .as_table_mut()
+                .unwrap()
+                .insert(key.into(), toml::Value::String("2s".into()));
+            let e = match (s.build)(table, &relay, None) {
+                Ok(_) => panic!("{sink}.{key} = 2s was accepted with publish_timeout 2s"),
+                Err(e) => e.to_string(),
+            };
+            assert!(
+                e.contains(&format!("{sink}.{key}"))
+                    && e.contains("must be shorter than relay.publish_timeout (2s)"),
+                "{e}"
+            );
+        }
+    }
 }
