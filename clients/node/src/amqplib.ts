@@ -5,9 +5,10 @@
 import type { Channel, ConsumeMessage } from "amqplib";
 import { InboxConsumer, type Handler, type InboxOptions } from "./inbox.js";
 import { Message } from "./message.js";
+import { KEY } from "./wire.js";
 
 /** The header with the event's ordering key. */
-export const HEADER_KEY = "postbox-key";
+export const HEADER_KEY = KEY;
 
 /**
  * The delivery as a handler sees it: id = the `message_id` property (the

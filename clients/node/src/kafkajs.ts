@@ -5,11 +5,12 @@
 import type { Consumer, KafkaMessage } from "kafkajs";
 import { InboxConsumer, type Handler, type InboxOptions } from "./inbox.js";
 import { Message } from "./message.js";
+import { EVENT, EVENT_ID } from "./wire.js";
 
 /** The header with the outbox event id (the inbox's message id). */
-export const HEADER_EVENT_ID = "postbox-event-id";
+export const HEADER_EVENT_ID = EVENT_ID;
 /** The header with the event type. */
-export const HEADER_EVENT = "postbox-event";
+export const HEADER_EVENT = EVENT;
 
 /** The Kafka message as a handler sees it; id = the `postbox-event-id` header, else topic/partition/offset. */
 export function messageFromKafka(topic: string, partition: number, m: KafkaMessage): Message {

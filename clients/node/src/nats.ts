@@ -7,11 +7,12 @@
 import { AckPolicy, type Consumer, type ConsumerConfig, type ConsumerMessages, type JsMsg } from "@nats-io/jetstream";
 import { InboxConsumer, type Handler, type InboxOptions } from "./inbox.js";
 import { Message } from "./message.js";
+import { EVENT, KEY } from "./wire.js";
 
 /** The header with the event type. */
-export const HEADER_EVENT = "postbox-event";
+export const HEADER_EVENT = EVENT;
 /** The header with the event's ordering key. */
-export const HEADER_KEY = "postbox-key";
+export const HEADER_KEY = KEY;
 
 /**
  * The settings of a durable pull consumer the inbox needs: explicit acks,

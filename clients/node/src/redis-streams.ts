@@ -8,6 +8,7 @@ import type { Redis } from "ioredis";
 import { InboxConsumer, type Handler, type InboxOptions } from "./inbox.js";
 import { chain } from "./retry.js";
 import { Message } from "./message.js";
+import { FIELD_EVENT, FIELD_HEADERS, FIELD_ID, FIELD_KEY, FIELD_PAYLOAD } from "./wire.js";
 
 /** Settings of `redisStreamsInboxConsumer`: the inbox's, and the group's. */
 export interface RedisStreamsOptions extends InboxOptions {
@@ -33,12 +34,12 @@ type Entry = [id: string, fields: string[]];
 export function messageFromEntry(stream: string, [entryId, fields]: Entry): Message {
   const field = new Map<string, string>();
   for (let i = 0; i + 1 < fields.length; i += 2) field.set(fields[i]!, fields[i + 1]!);
-  const message = new Message(field.get("id") ?? `${stream}/${entryId}`, stream);
-  message.event = field.get("event") ?? null;
-  message.key = field.get("key") ?? null;
-  message.payload = Buffer.from(field.get("payload") ?? "", "utf8");
+  const message = new Message(field.get(FIELD_ID) ?? `${stream}/${entryId}`, stream);
+  message.event = field.get(FIELD_EVENT) ?? null;
+  message.key = field.get(FIELD_KEY) ?? null;
+  message.payload = Buffer.from(field.get(FIELD_PAYLOAD) ?? "", "utf8");
   try {
-    const headers: unknown = JSON.parse(field.get("headers") ?? "{}");
+    const headers: unknown = JSON.parse(field.get(FIELD_HEADERS) ?? "{}");
     for (const [name, value] of Object.entries(headers as Record<string, unknown>)) {
       if (typeof value === "string") message.headers.push([name, value]);
     }

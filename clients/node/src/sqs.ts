@@ -13,15 +13,16 @@ import {
 import { InboxConsumer, type Handler, type InboxOptions } from "./inbox.js";
 import { chain } from "./retry.js";
 import { Message } from "./message.js";
+import { EVENT, EVENT_ID, HEADERS, KEY } from "./wire.js";
 
 /** Message attribute with the outbox event id (the inbox's message id). */
-export const ATTR_EVENT_ID = "postbox-event-id";
+export const ATTR_EVENT_ID = EVENT_ID;
 /** Message attribute with the event type. */
-export const ATTR_EVENT = "postbox-event";
+export const ATTR_EVENT = EVENT;
 /** Message attribute with the ordering key. */
-export const ATTR_KEY = "postbox-key";
+export const ATTR_KEY = KEY;
 /** Message attribute with the event's headers as a JSON object. */
-export const ATTR_HEADERS = "postbox-headers";
+export const ATTR_HEADERS = HEADERS;
 
 /** Settings of `sqsInboxConsumer`: the inbox's, and the receive calls'. */
 export interface SqsOptions extends InboxOptions {

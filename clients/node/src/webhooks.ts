@@ -8,6 +8,7 @@ import { ConsumeError } from "./errors.js";
 import { InboxConsumer, type Handler, type InboxOptions, type Processed } from "./inbox.js";
 import { chain } from "./retry.js";
 import { Message } from "./message.js";
+import { EVENT, KEY, TOPIC, WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP } from "./wire.js";
 
 /** Request headers as node:http gives them (lower-case names). */
 export type Headers = Record<string, string | string[] | undefined>;
@@ -54,17 +55,17 @@ export class WebhookReceiver {
       return Array.isArray(v) ? v[0] : v;
     };
     const standard = {
-      "webhook-id": one("webhook-id") ?? "",
-      "webhook-timestamp": one("webhook-timestamp") ?? "",
-      "webhook-signature": one("webhook-signature") ?? "",
+      [WEBHOOK_ID]: one(WEBHOOK_ID) ?? "",
+      [WEBHOOK_TIMESTAMP]: one(WEBHOOK_TIMESTAMP) ?? "",
+      [WEBHOOK_SIGNATURE]: one(WEBHOOK_SIGNATURE) ?? "",
     };
     let refusal: unknown;
     if (!this.#keys.some((k) => verifies(k, body, standard, (e) => (refusal = e)))) {
       throw new Error(`webhook refused: ${chain(refusal)}`);
     }
-    const message = new Message(standard["webhook-id"], one("postbox-topic") ?? "");
-    message.event = one("postbox-event") ?? null;
-    message.key = one("postbox-key") ?? null;
+    const message = new Message(standard[WEBHOOK_ID], one(TOPIC) ?? "");
+    message.event = one(EVENT) ?? null;
+    message.key = one(KEY) ?? null;
     message.payload = Buffer.isBuffer(body) ? body : Buffer.from(body, "utf8");
     for (const [name, value] of Object.entries(headers)) {
       if (name.startsWith("webhook-") || SKIPPED.has(name) || value === undefined) continue;

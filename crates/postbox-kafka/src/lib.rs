@@ -34,6 +34,6 @@ pub use sink::KafkaSink;
 pub use rdkafka;
 
 /// Header carrying the outbox event id (the inbox key on the consumer side).
-pub const HEADER_EVENT_ID: &str = "postbox-event-id";
+pub use postbox::wire::EVENT_ID as HEADER_EVENT_ID;
 /// Header carrying the event type.
-pub const HEADER_EVENT: &str = "postbox-event";
+pub use postbox::wire::EVENT as HEADER_EVENT;

@@ -30,6 +30,6 @@ pub use sink::NatsSink;
 pub use async_nats;
 
 /// Header carrying the event name.
-pub const HEADER_EVENT: &str = "postbox-event";
+pub use postbox::wire::EVENT as HEADER_EVENT;
 /// Header carrying the event's ordering key.
-pub const HEADER_KEY: &str = "postbox-key";
+pub use postbox::wire::KEY as HEADER_KEY;

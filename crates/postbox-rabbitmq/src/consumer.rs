@@ -22,7 +22,7 @@ use postbox::{BoxError, Handler, InboxConsumer, Message};
 use tokio_util::sync::CancellationToken;
 
 /// Header the relay sets to the event's ordering key.
-const HEADER_KEY: &str = "postbox-key";
+use postbox::wire::KEY as HEADER_KEY;
 
 /// How a consumer reads its queue.
 #[derive(Debug, Clone)]

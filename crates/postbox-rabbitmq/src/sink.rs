@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Header carrying the event's ordering key (the routing key may be the topic).
-pub const HEADER_KEY: &str = "postbox-key";
+pub use postbox::wire::KEY as HEADER_KEY;
 
 /// How long a missing exchange is remembered before it is looked up again.
 const MISSING_FOR: Duration = Duration::from_secs(5);

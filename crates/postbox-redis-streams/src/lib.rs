@@ -36,13 +36,13 @@ pub use sink::RedisStreamsSink;
 pub use redis;
 
 /// Entry field: the outbox event id (the inbox's message id).
-pub const FIELD_ID: &str = "id";
+pub use postbox::wire::FIELD_ID;
 /// Entry field: the event name.
-pub const FIELD_EVENT: &str = "event";
+pub use postbox::wire::FIELD_EVENT;
 /// Entry field: the event's ordering key (absent when it has none).
-pub const FIELD_KEY: &str = "key";
+pub use postbox::wire::FIELD_KEY;
 /// Entry field: the payload, JSON text.
-pub const FIELD_PAYLOAD: &str = "payload";
+pub use postbox::wire::FIELD_PAYLOAD;
 /// Entry field: the row's headers (`traceparent`, …) as one JSON object of
 /// strings (absent when there are none).
-pub const FIELD_HEADERS: &str = "headers";
+pub use postbox::wire::FIELD_HEADERS;

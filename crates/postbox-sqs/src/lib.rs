@@ -40,13 +40,13 @@ pub use aws_sdk_sns;
 pub use aws_sdk_sqs;
 
 /// Message attribute: the outbox event id (the inbox's message id).
-pub const ATTR_EVENT_ID: &str = "postbox-event-id";
+pub use postbox::wire::EVENT_ID as ATTR_EVENT_ID;
 /// Message attribute: the event name.
-pub const ATTR_EVENT: &str = "postbox-event";
+pub use postbox::wire::EVENT as ATTR_EVENT;
 /// Message attribute: the event's ordering key (absent without one).
-pub const ATTR_KEY: &str = "postbox-key";
+pub use postbox::wire::KEY as ATTR_KEY;
 /// Message attribute: the row's headers (`traceparent`, …) as one JSON
 /// object of strings (absent when there are none; SQS allows 10 attributes).
-pub const ATTR_HEADERS: &str = "postbox-headers";
+pub use postbox::wire::HEADERS as ATTR_HEADERS;
 /// The largest message SQS and SNS take.
 pub const MAX_MESSAGE_BYTES: usize = 256 * 1024;

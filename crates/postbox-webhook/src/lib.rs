@@ -30,14 +30,14 @@ pub use signature::{KeyError, SigningKey};
 pub use sink::WebhookSink;
 
 /// Standard Webhooks: the message id (the outbox event id).
-pub const HEADER_ID: &str = "webhook-id";
+pub use postbox::wire::WEBHOOK_ID as HEADER_ID;
 /// Standard Webhooks: when the request was signed, Unix seconds.
-pub const HEADER_TIMESTAMP: &str = "webhook-timestamp";
+pub use postbox::wire::WEBHOOK_TIMESTAMP as HEADER_TIMESTAMP;
 /// Standard Webhooks: space-separated `v1,<base64 HMAC-SHA256>`, one per key.
-pub const HEADER_SIGNATURE: &str = "webhook-signature";
+pub use postbox::wire::WEBHOOK_SIGNATURE as HEADER_SIGNATURE;
 /// The event name.
-pub const HEADER_EVENT: &str = "postbox-event";
+pub use postbox::wire::EVENT as HEADER_EVENT;
 /// The event's topic.
-pub const HEADER_TOPIC: &str = "postbox-topic";
+pub use postbox::wire::TOPIC as HEADER_TOPIC;
 /// The event's ordering key (absent without one).
-pub const HEADER_KEY: &str = "postbox-key";
+pub use postbox::wire::KEY as HEADER_KEY;

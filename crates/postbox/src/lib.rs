@@ -33,6 +33,7 @@ pub mod servers;
 #[doc(hidden)]
 pub mod sql;
 pub mod trace;
+pub mod wire;
 
 pub use backoff::Backoff;
 pub use consume::{

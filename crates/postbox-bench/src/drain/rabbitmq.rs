@@ -83,7 +83,7 @@ async fn raw_rate(
                         serde_json::to_vec(&serde_json::json!({ "n": n, "body": BODY })).unwrap();
                     let mut headers = FieldTable::default();
                     headers.insert(
-                        "postbox-key".into(),
+                        postbox::wire::KEY.into(),
                         AMQPValue::LongString(LongString::from(key.as_str())),
                     );
                     let properties = BasicProperties::default()

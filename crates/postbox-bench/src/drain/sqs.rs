@@ -90,8 +90,8 @@ async fn raw_rate(
                         .message_body(serde_json::json!({ "n": n, "body": BODY }).to_string())
                         .message_group_id(format!("key-{}", n % keys))
                         .message_deduplication_id(&id)
-                        .message_attributes("postbox-event-id", attr(&id))
-                        .message_attributes("postbox-event", attr(EVENT))
+                        .message_attributes(postbox::wire::EVENT_ID, attr(&id))
+                        .message_attributes(postbox::wire::EVENT, attr(EVENT))
                         .build()
                         .expect("id and body set")
                 });

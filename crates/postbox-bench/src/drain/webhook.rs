@@ -71,11 +71,11 @@ async fn raw_rate(ctx: &Ctx, port: u16, concurrency: usize) -> Result<cpu::Measu
                 let response = client
                     .post(url.as_str())
                     .header("content-type", "application/json")
-                    .header("webhook-id", &id)
-                    .header("webhook-timestamp", ts.to_string())
-                    .header("webhook-signature", key.sign(&id, ts, &body))
-                    .header("postbox-event", EVENT)
-                    .header("postbox-key", format!("key-{}", n % keys))
+                    .header(postbox::wire::WEBHOOK_ID, &id)
+                    .header(postbox::wire::WEBHOOK_TIMESTAMP, ts.to_string())
+                    .header(postbox::wire::WEBHOOK_SIGNATURE, key.sign(&id, ts, &body))
+                    .header(postbox::wire::EVENT, EVENT)
+                    .header(postbox::wire::KEY, format!("key-{}", n % keys))
                     .body(body)
                     .send()
                     .await?;

@@ -1,0 +1,38 @@
+//! The wire contract: the names under which every sink carries an event's
+//! metadata beside its payload, and every consumer reads them back. Defined
+//! once, here; the sink and consumer crates re-export them under their
+//! broker's word (`HEADER_…`, `ATTR_…`, `FIELD_…`), and the Node package's
+//! `src/wire.ts` is generated from this file (`clients/node/scripts/sql.mjs`,
+//! checked by the lint), so the two sides cannot drift apart.
+
+/// Header (Kafka, webhooks) or message attribute (SQS, SNS): the outbox
+/// event id, the inbox's message id on the consumer side.
+pub const EVENT_ID: &str = "postbox-event-id";
+/// Header or message attribute: the event type.
+pub const EVENT: &str = "postbox-event";
+/// Header or message attribute: the event's ordering key (absent without one).
+pub const KEY: &str = "postbox-key";
+/// Header (webhooks): the event's topic.
+pub const TOPIC: &str = "postbox-topic";
+/// Message attribute (SQS, SNS): the row's headers (`traceparent`, …) as one
+/// JSON object of strings (SQS allows 10 attributes, so they travel as one).
+pub const HEADERS: &str = "postbox-headers";
+
+/// Redis Streams entry field: the outbox event id.
+pub const FIELD_ID: &str = "id";
+/// Redis Streams entry field: the event type.
+pub const FIELD_EVENT: &str = "event";
+/// Redis Streams entry field: the ordering key (absent without one).
+pub const FIELD_KEY: &str = "key";
+/// Redis Streams entry field: the payload, JSON text.
+pub const FIELD_PAYLOAD: &str = "payload";
+/// Redis Streams entry field: the row's headers as one JSON object of
+/// strings (absent when there are none).
+pub const FIELD_HEADERS: &str = "headers";
+
+/// Standard Webhooks header: the message id (the outbox event id).
+pub const WEBHOOK_ID: &str = "webhook-id";
+/// Standard Webhooks header: Unix seconds when it was signed.
+pub const WEBHOOK_TIMESTAMP: &str = "webhook-timestamp";
+/// Standard Webhooks header: `v1,<base64 HMAC-SHA256>` signatures.
+pub const WEBHOOK_SIGNATURE: &str = "webhook-signature";
