@@ -33,7 +33,7 @@ pub use sink::KafkaSink;
 /// Re-export of the pinned `rdkafka` crate.
 pub use rdkafka;
 
-/// Header carrying the outbox event id (the inbox key on the consumer side).
-pub use postbox::wire::EVENT_ID as HEADER_EVENT_ID;
 /// Header carrying the event type.
 pub use postbox::wire::EVENT as HEADER_EVENT;
+/// Header carrying the outbox event id (the inbox key on the consumer side).
+pub use postbox::wire::EVENT_ID as HEADER_EVENT_ID;

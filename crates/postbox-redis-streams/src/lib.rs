@@ -35,14 +35,14 @@ pub use sink::RedisStreamsSink;
 /// Re-export of the `redis` crate the sink and consumer run on.
 pub use redis;
 
-/// Entry field: the outbox event id (the inbox's message id).
-pub use postbox::wire::FIELD_ID;
 /// Entry field: the event name.
 pub use postbox::wire::FIELD_EVENT;
+/// Entry field: the row's headers (`traceparent`, …) as one JSON object of
+/// strings (absent when there are none).
+pub use postbox::wire::FIELD_HEADERS;
+/// Entry field: the outbox event id (the inbox's message id).
+pub use postbox::wire::FIELD_ID;
 /// Entry field: the event's ordering key (absent when it has none).
 pub use postbox::wire::FIELD_KEY;
 /// Entry field: the payload, JSON text.
 pub use postbox::wire::FIELD_PAYLOAD;
-/// Entry field: the row's headers (`traceparent`, …) as one JSON object of
-/// strings (absent when there are none).
-pub use postbox::wire::FIELD_HEADERS;

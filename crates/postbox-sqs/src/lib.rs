@@ -39,14 +39,14 @@ pub use aws_sdk_sns;
 /// Re-export of the SQS client the sink and consumer run on.
 pub use aws_sdk_sqs;
 
-/// Message attribute: the outbox event id (the inbox's message id).
-pub use postbox::wire::EVENT_ID as ATTR_EVENT_ID;
 /// Message attribute: the event name.
 pub use postbox::wire::EVENT as ATTR_EVENT;
-/// Message attribute: the event's ordering key (absent without one).
-pub use postbox::wire::KEY as ATTR_KEY;
+/// Message attribute: the outbox event id (the inbox's message id).
+pub use postbox::wire::EVENT_ID as ATTR_EVENT_ID;
 /// Message attribute: the row's headers (`traceparent`, …) as one JSON
 /// object of strings (absent when there are none; SQS allows 10 attributes).
 pub use postbox::wire::HEADERS as ATTR_HEADERS;
+/// Message attribute: the event's ordering key (absent without one).
+pub use postbox::wire::KEY as ATTR_KEY;
 /// The largest message SQS and SNS take.
 pub const MAX_MESSAGE_BYTES: usize = 256 * 1024;

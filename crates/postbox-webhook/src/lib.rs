@@ -29,15 +29,15 @@ pub use signature::{KeyError, SigningKey};
 #[cfg(feature = "sink")]
 pub use sink::WebhookSink;
 
-/// Standard Webhooks: the message id (the outbox event id).
-pub use postbox::wire::WEBHOOK_ID as HEADER_ID;
-/// Standard Webhooks: when the request was signed, Unix seconds.
-pub use postbox::wire::WEBHOOK_TIMESTAMP as HEADER_TIMESTAMP;
-/// Standard Webhooks: space-separated `v1,<base64 HMAC-SHA256>`, one per key.
-pub use postbox::wire::WEBHOOK_SIGNATURE as HEADER_SIGNATURE;
 /// The event name.
 pub use postbox::wire::EVENT as HEADER_EVENT;
-/// The event's topic.
-pub use postbox::wire::TOPIC as HEADER_TOPIC;
 /// The event's ordering key (absent without one).
 pub use postbox::wire::KEY as HEADER_KEY;
+/// The event's topic.
+pub use postbox::wire::TOPIC as HEADER_TOPIC;
+/// Standard Webhooks: the message id (the outbox event id).
+pub use postbox::wire::WEBHOOK_ID as HEADER_ID;
+/// Standard Webhooks: space-separated `v1,<base64 HMAC-SHA256>`, one per key.
+pub use postbox::wire::WEBHOOK_SIGNATURE as HEADER_SIGNATURE;
+/// Standard Webhooks: when the request was signed, Unix seconds.
+pub use postbox::wire::WEBHOOK_TIMESTAMP as HEADER_TIMESTAMP;
