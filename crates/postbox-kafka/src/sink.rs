@@ -220,3 +220,115 @@ impl Sink for KafkaSink {
         .map_err(|e| classify(&e, "Kafka metadata"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rejected(e: SinkError) -> bool {
+        matches!(e, SinkError::Rejected { .. })
+    }
+
+    fn transient(e: SinkError) -> bool {
+        matches!(e, SinkError::Transient { .. })
+    }
+
+    /// A producer whose broker is never reached: librdkafka refuses some
+    /// messages itself, before any broker is asked.
+    fn offline_producer(settings: &[(&str, &str)]) -> FutureProducer {
+        let mut cc = ClientConfig::new();
+        cc.set("bootstrap.servers", "127.0.0.1:1");
+        for (k, v) in settings {
+            cc.set(*k, *v);
+        }
+        cc.create().expect("a valid configuration")
+    }
+
+    #[test]
+    fn message_too_large_is_a_refusal_of_that_event() {
+        let producer = offline_producer(&[("message.max.bytes", "1000")]);
+        let big = vec![b'x'; 2000];
+        let Err((e, _)) =
+            producer.send_result(FutureRecord::<str, [u8]>::to("t").payload(&big[..]))
+        else {
+            panic!("librdkafka refuses a message over message.max.bytes");
+        };
+        assert_eq!(e.rdkafka_error_code(), Some(C::MessageSizeTooLarge), "{e}");
+        assert!(rejected(classify(&e, "delivering")));
+        // The broker's answer, when its own limit is the lower one.
+        let e = KafkaError::MessageProduction(C::MessageSizeTooLarge);
+        assert!(rejected(classify(&e, "delivering")));
+    }
+
+    #[test]
+    fn an_invalid_message_is_a_refusal_of_that_event() {
+        for code in [C::InvalidMessageSize, C::InvalidMessage, C::InvalidRecord] {
+            let e = KafkaError::MessageProduction(code);
+            assert!(rejected(classify(&e, "delivering")), "{code:?}");
+        }
+    }
+
+    #[test]
+    fn a_missing_or_invalid_topic_is_a_refusal_of_that_event() {
+        for code in [C::InvalidTopic, C::UnknownTopic, C::UnknownTopicOrPartition] {
+            let e = KafkaError::MessageProduction(code);
+            assert!(rejected(classify(&e, "delivering")), "{code:?}");
+        }
+    }
+
+    #[test]
+    fn a_refused_authorization_is_a_refusal_of_that_event() {
+        for code in [C::TopicAuthorizationFailed, C::ClusterAuthorizationFailed] {
+            let e = KafkaError::MessageProduction(code);
+            assert!(rejected(classify(&e, "delivering")), "{code:?}");
+        }
+    }
+
+    #[test]
+    fn the_code_decides_whatever_the_operation_that_failed() {
+        let e = KafkaError::MetadataFetch(C::TopicAuthorizationFailed);
+        assert!(rejected(classify(&e, "Kafka metadata")));
+        let e = KafkaError::MetadataFetch(C::AllBrokersDown);
+        assert!(transient(classify(&e, "Kafka metadata")));
+    }
+
+    #[test]
+    fn a_full_local_queue_is_transient() {
+        let producer = offline_producer(&[("queue.buffering.max.messages", "1")]);
+        let record = || FutureRecord::<str, [u8]>::to("t").payload(&b"{}"[..]);
+        let first = producer.send_result(record());
+        assert!(first.is_ok(), "the first message is queued");
+        let Err((e, _)) = producer.send_result(record()) else {
+            panic!("the queue holds one message");
+        };
+        assert_eq!(e.rdkafka_error_code(), Some(C::QueueFull), "{e}");
+        assert!(transient(classify(&e, "delivering")));
+    }
+
+    #[test]
+    fn the_broker_or_the_network_failing_is_transient() {
+        for code in [
+            C::MessageTimedOut,
+            C::AllBrokersDown,
+            C::BrokerTransportFailure,
+            C::LeaderNotAvailable,
+            C::NotLeaderForPartition,
+            C::RequestTimedOut,
+            C::NotEnoughReplicas,
+            C::NotEnoughReplicasAfterAppend,
+            C::UnknownPartition,
+            C::OutOfOrderSequenceNumber,
+            C::InvalidProducerEpoch,
+        ] {
+            let e = KafkaError::MessageProduction(code);
+            assert!(transient(classify(&e, "delivering")), "{code:?}");
+        }
+    }
+
+    #[test]
+    fn an_error_without_a_code_is_transient() {
+        let e = KafkaError::Canceled;
+        assert_eq!(e.rdkafka_error_code(), None);
+        assert!(transient(classify(&e, "delivering")));
+    }
+}

@@ -295,7 +295,9 @@ mod tests {
     fn a_refusal_of_transactions_is_told_from_an_outage() {
         for code in [
             C::TransactionalIdAuthorizationFailed,
+            C::ClusterAuthorizationFailed,
             C::UnsupportedVersion,
+            C::UnsupportedFeature,
             C::InvalidTransactionTimeout,
         ] {
             assert!(refuses_transactions(&KafkaError::Global(code)), "{code:?}");

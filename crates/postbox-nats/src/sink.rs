@@ -168,3 +168,107 @@ impl Sink for NatsSink {
         self.context().await.map(|_| ())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jetstream::context::PublishError;
+    use std::time::Duration;
+
+    fn rejected(e: SinkError) -> bool {
+        matches!(e, SinkError::Rejected { .. })
+    }
+
+    fn transient(e: SinkError) -> bool {
+        matches!(e, SinkError::Transient { .. })
+    }
+
+    /// A JetStream context whose server is never reached: the client checks
+    /// some things itself and times out waiting for the rest.
+    async fn offline() -> jetstream::Context {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let client = async_nats::ConnectOptions::new()
+            .retry_on_initial_connect()
+            .connect(format!("127.0.0.1:{port}"))
+            .await
+            .expect("connects in the background");
+        let mut js = jetstream::new(client);
+        js.set_timeout(Duration::from_millis(50));
+        js
+    }
+
+    /// An error answer of the JetStream API, as the client reads it.
+    fn api_error(json: &str) -> jetstream::Error {
+        serde_json::from_str(json).expect("a JetStream API error")
+    }
+
+    #[test]
+    fn no_stream_for_the_subject_is_a_refusal_of_that_event() {
+        let e = PublishError::new(PublishErrorKind::StreamNotFound);
+        assert!(rejected(classify(&e, "orders.1")));
+    }
+
+    #[tokio::test]
+    async fn a_message_over_max_payload_is_a_refusal_of_that_event() {
+        let js = offline().await;
+        let big = vec![b'x'; 2 * 1024 * 1024];
+        let e = js
+            .publish("orders.1", big.into())
+            .await
+            .expect_err("over the default max_payload (1 MiB)");
+        assert_eq!(e.kind(), PublishErrorKind::MaxPayloadExceeded, "{e}");
+        assert!(rejected(classify(&e, "orders.1")));
+    }
+
+    #[test]
+    fn a_failed_expectation_on_the_stream_is_a_refusal_of_that_event() {
+        let e = PublishError::with_source(
+            PublishErrorKind::WrongLastMessageId,
+            api_error(r#"{"code":400,"err_code":10070,"description":"wrong last msg ID: 1"}"#),
+        );
+        assert!(rejected(classify(&e, "orders.1")));
+        let e = PublishError::with_source(
+            PublishErrorKind::WrongLastSequence,
+            api_error(r#"{"code":400,"err_code":10071,"description":"wrong last sequence: 7"}"#),
+        );
+        assert!(rejected(classify(&e, "orders.1")));
+    }
+
+    #[tokio::test]
+    async fn a_puback_that_does_not_come_is_transient() {
+        let js = offline().await;
+        let ack = js
+            .publish("orders.1", b"{}".to_vec().into())
+            .await
+            .expect("the message is queued while the client reconnects");
+        let e = ack.await.expect_err("no server answers");
+        assert_eq!(e.kind(), PublishErrorKind::TimedOut, "{e}");
+        assert!(transient(classify(&e, "orders.1")));
+    }
+
+    #[test]
+    fn any_other_publish_error_is_transient() {
+        let errors = [
+            PublishError::new(PublishErrorKind::BrokenPipe),
+            PublishError::new(PublishErrorKind::MaxAckPending),
+            PublishError::with_source(
+                PublishErrorKind::Other,
+                api_error(
+                    r#"{"code":503,"err_code":10077,"description":"maximum messages exceeded"}"#,
+                ),
+            ),
+            PublishError::with_source(
+                PublishErrorKind::Other,
+                api_error(
+                    r#"{"code":500,"err_code":10023,"description":"insufficient resources"}"#,
+                ),
+            ),
+        ];
+        for e in errors {
+            assert!(transient(classify(&e, "orders.1")), "{e}");
+        }
+    }
+}

@@ -87,6 +87,18 @@ fn classify(e: &redis::RedisError, stream: &str) -> SinkError {
     }
 }
 
+/// The batch script of `n` entries failed. Redis answered with an error
+/// (the script's type check, an ACL refusal, out of memory): waves find out
+/// which entry it was about. No answer (the connection): the batch waits.
+fn group_failed(e: &redis::RedisError, n: usize) -> GroupOutcome {
+    if e.code().is_some() {
+        tracing::debug!(error = %e, "error reply to the batch script");
+        GroupOutcome::Unclear
+    } else {
+        GroupOutcome::Failed(SinkError::transient(format!("appending {n} entries: {e}")))
+    }
+}
+
 #[async_trait::async_trait]
 impl Sink for RedisStreamsSink {
     type Message = Outgoing;
@@ -190,16 +202,7 @@ impl Sink for RedisStreamsSink {
                 tracing::error!(appended = n, expected = group.len(), "append_all.lua appended another number of entries than it was given; sending the batch again in waves");
                 GroupOutcome::Unclear
             }
-            // Redis answered with an error (the script's type check, an ACL
-            // refusal, out of memory): waves find out which entry it was about.
-            Err(e) if e.code().is_some() => {
-                tracing::debug!(error = %e, "error reply to the batch script");
-                GroupOutcome::Unclear
-            }
-            Err(e) => GroupOutcome::Failed(SinkError::transient(format!(
-                "appending {} entries: {e}",
-                group.len()
-            ))),
+            Err(e) => group_failed(&e, group.len()),
         }
     }
 
@@ -215,5 +218,103 @@ impl Sink for RedisStreamsSink {
             .await
             .map(|_| ())
             .map_err(|e| SinkError::transient(format!("PING: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rejected(e: SinkError) -> bool {
+        matches!(e, SinkError::Rejected { .. })
+    }
+
+    fn transient(e: SinkError) -> bool {
+        matches!(e, SinkError::Transient { .. })
+    }
+
+    /// An error reply as redis-rs reads it off the wire (`-CODE detail`).
+    fn reply(line: &str) -> redis::RedisError {
+        redis::parse_redis_value(format!("-{line}\r\n").as_bytes())
+            .expect("a RESP error reply")
+            .extract_error()
+            .expect_err("an error reply is an error")
+    }
+
+    /// What redis-rs returns when nothing listens on the port.
+    async fn refused() -> redis::RedisError {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+            .expect("a valid URL")
+            .get_multiplexed_async_connection()
+            .await
+            .expect_err("nothing listens on a port just freed")
+    }
+
+    #[test]
+    fn a_stream_key_of_another_type_is_a_refusal_of_that_event() {
+        let e = reply("WRONGTYPE Operation against a key holding the wrong kind of value");
+        assert!(rejected(classify(&e, "orders")));
+    }
+
+    #[test]
+    fn any_other_error_reply_is_the_servers_state_and_transient() {
+        for line in [
+            "OOM command not allowed when used memory > 'maxmemory'.",
+            "READONLY You can't write against a read only replica.",
+            "LOADING Redis is loading the dataset in memory",
+            "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSCRIPT.",
+            "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+            "NOPERM No permissions to access a key",
+            "ERR max number of clients reached",
+        ] {
+            assert!(transient(classify(&reply(line), "orders")), "{line}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_connection_is_transient() {
+        let e = refused().await;
+        assert!(e.is_connection_refusal(), "{e}");
+        assert!(transient(classify(&e, "orders")));
+        let e: redis::RedisError = std::io::Error::from(std::io::ErrorKind::ConnectionReset).into();
+        assert!(transient(classify(&e, "orders")));
+    }
+
+    #[test]
+    fn an_error_reply_to_the_batch_script_is_unclear() {
+        for line in [
+            "WRONGTYPE key orders holds a string, not a stream",
+            "OOM command not allowed when used memory > 'maxmemory'.",
+            "NOPERM User relay has no permissions to run the 'evalsha' command",
+            "ERR user_script:1: Script attempted to access nonexistent global variable 'x'",
+        ] {
+            assert!(
+                matches!(group_failed(&reply(line), 3), GroupOutcome::Unclear),
+                "{line}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_batch_script_without_an_answer_failed_and_is_transient() {
+        let errors = [
+            refused().await,
+            std::io::Error::from(std::io::ErrorKind::TimedOut).into(),
+            (
+                redis::ErrorKind::Io,
+                "Multiplexed connection driver unexpectedly terminated",
+            )
+                .into(),
+        ];
+        for e in errors {
+            match group_failed(&e, 3) {
+                GroupOutcome::Failed(failed) => assert!(transient(failed), "{e}"),
+                other => panic!("{e}: {other:?}"),
+            }
+        }
     }
 }
