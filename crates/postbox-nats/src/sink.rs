@@ -94,6 +94,19 @@ fn classify(e: &jetstream::context::PublishError, subject: &str) -> SinkError {
         PublishErrorKind::WrongLastMessageId | PublishErrorKind::WrongLastSequence => {
             SinkError::rejected(format!("stream refused the message to {subject:?}: {e}"))
         }
+        // Over the stream's own max_msg_size (below the server's max_payload):
+        // it can never go as it is, so retrying would hold its key for good.
+        PublishErrorKind::Other
+            if std::error::Error::source(e)
+                .and_then(|s| s.downcast_ref::<jetstream::Error>())
+                .is_some_and(|j| {
+                    j.error_code() == jetstream::ErrorCode::STREAM_MESSAGE_EXCEEDS_MAXIMUM
+                }) =>
+        {
+            SinkError::rejected(format!(
+                "message to {subject:?} is larger than its stream's max_msg_size: raise the stream's limit (`nats stream edit --max-msg-size`) or send a smaller event ({e})"
+            ))
+        }
         _ => SinkError::transient(format!("publishing to {subject:?}: {e}")),
     }
 }
@@ -235,6 +248,22 @@ mod tests {
             api_error(r#"{"code":400,"err_code":10071,"description":"wrong last sequence: 7"}"#),
         );
         assert!(rejected(classify(&e, "orders.1")));
+    }
+
+    #[test]
+    fn a_message_over_the_streams_max_msg_size_is_a_refusal_of_that_event() {
+        let e = PublishError::with_source(
+            PublishErrorKind::Other,
+            api_error(
+                r#"{"code":400,"err_code":10054,"description":"message size exceeds maximum allowed"}"#,
+            ),
+        );
+        let refusal = classify(&e, "orders.1");
+        assert!(
+            matches!(&refusal, SinkError::Rejected { .. })
+                && refusal.to_string().contains("max_msg_size"),
+            "{refusal}"
+        );
     }
 
     #[tokio::test]
