@@ -100,8 +100,15 @@ fn classify(e: &KafkaError, context: &str) -> SinkError {
             | Some(C::UnknownTopic)
             | Some(C::UnknownTopicOrPartition)
             | Some(C::TopicAuthorizationFailed)
-            | Some(C::ClusterAuthorizationFailed)
     );
+    // Not this event's fault but the relay's rights on the whole cluster
+    // (e.g. IdempotentWrite for the idempotent producer): every event would
+    // fail alike, so none is dead-lettered; the rows wait for the fix.
+    if code == Some(C::ClusterAuthorizationFailed) {
+        return SinkError::transient(format!(
+            "{context}: {e}: the relay's Kafka principal lacks a cluster permission (the idempotent producer needs IdempotentWrite on the cluster): grant it; events wait meanwhile"
+        ));
+    }
     let message = format!("{context}: {e}");
     if poison {
         SinkError::rejected(message)
@@ -277,11 +284,22 @@ mod tests {
     }
 
     #[test]
-    fn a_refused_authorization_is_a_refusal_of_that_event() {
-        for code in [C::TopicAuthorizationFailed, C::ClusterAuthorizationFailed] {
-            let e = KafkaError::MessageProduction(code);
-            assert!(rejected(classify(&e, "delivering")), "{code:?}");
-        }
+    fn a_refused_topic_authorization_is_a_refusal_of_that_event() {
+        let e = KafkaError::MessageProduction(C::TopicAuthorizationFailed);
+        assert!(rejected(classify(&e, "delivering")));
+    }
+
+    /// Every event would fail alike: none is dead-lettered, the rows wait
+    /// for the grant the message names.
+    #[test]
+    fn a_refused_cluster_authorization_is_transient_and_names_the_grant() {
+        let e = KafkaError::MessageProduction(C::ClusterAuthorizationFailed);
+        let class = classify(&e, "delivering");
+        let text = class.to_string();
+        assert!(
+            transient(class) && text.contains("IdempotentWrite"),
+            "{text}"
+        );
     }
 
     #[test]
