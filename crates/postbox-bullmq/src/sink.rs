@@ -206,6 +206,11 @@ fn classify(e: bullmq::Error, context: &str) -> SinkError {
                 || r.is_connection_dropped()
                 || r.is_connection_refusal())
                 && matches!(r.code(), Some("ERR") | Some("WRONGTYPE"))
+                // Redis refuses a connection over maxclients with a plain
+                // ERR too: the server's state, not the job's.
+                && !r
+                    .detail()
+                    .is_some_and(|d| d.starts_with("max number of clients"))
         }
         _ => false,
     };
@@ -409,6 +414,7 @@ mod tests {
             "NOAUTH Authentication required.",
             "WRONGPASS invalid username-password pair or user is disabled.",
             "NOPERM User default has no permissions to run the 'evalsha' command",
+            "ERR max number of clients reached",
         ] {
             assert!(
                 transient(classify(E::Redis(reply(line)), "adding job")),
