@@ -25,6 +25,8 @@ pub struct Outgoing {
     group: Option<String>,
     dedup: Option<String>,
     attributes: Vec<(&'static str, String)>,
+    /// Body and attributes, as SQS and SNS count them against their limits.
+    size: usize,
 }
 
 fn encode(e: &OutboxEvent, target: String) -> Result<Outgoing, SinkError> {
@@ -62,11 +64,14 @@ fn encode(e: &OutboxEvent, target: String) -> Result<Outgoing, SinkError> {
         target,
         body,
         attributes,
+        size,
     })
 }
 
-/// Group a wave's messages by queue or topic, in chunks of 10, remembering
-/// each one's place in the wave.
+/// Group a wave's messages by queue or topic, in batch calls of at most 10
+/// entries and [`MAX_MESSAGE_BYTES`] in all (the limit a batch call has on
+/// its total besides each message's: a call over it is refused whole, and
+/// would be sent again for good), remembering each one's place in the wave.
 fn batches<'a>(wave: &'a [Encoded<'_, Outgoing>]) -> Vec<(&'a str, Vec<(usize, &'a Outgoing)>)> {
     let mut by_target: BTreeMap<&str, Vec<(usize, &Outgoing)>> = BTreeMap::new();
     for (i, m) in wave.iter().enumerate() {
@@ -75,10 +80,23 @@ fn batches<'a>(wave: &'a [Encoded<'_, Outgoing>]) -> Vec<(&'a str, Vec<(usize, &
             .or_default()
             .push((i, &m.message));
     }
-    by_target
-        .into_iter()
-        .flat_map(|(t, ms)| ms.chunks(10).map(|c| (t, c.to_vec())).collect::<Vec<_>>())
-        .collect()
+    let mut out = Vec::new();
+    for (target, messages) in by_target {
+        let mut batch: Vec<(usize, &Outgoing)> = Vec::new();
+        let mut bytes = 0;
+        for (i, m) in messages {
+            if !batch.is_empty() && (batch.len() == 10 || bytes + m.size > MAX_MESSAGE_BYTES) {
+                out.push((target, std::mem::take(&mut batch)));
+                bytes = 0;
+            }
+            bytes += m.size;
+            batch.push((i, m));
+        }
+        if !batch.is_empty() {
+            out.push((target, batch));
+        }
+    }
+    out
 }
 
 /// One batch call's answer: the entries delivered, and those refused with
@@ -456,6 +474,52 @@ mod tests {
     fn answered<E>(status: u16, e: E) -> SdkError<E> {
         let raw = HttpResponse::new(status.try_into().expect("an HTTP status"), "".into());
         SdkError::service_error(e, raw)
+    }
+
+    /// A row with a payload of `bytes` characters.
+    fn row(bytes: usize) -> OutboxEvent {
+        OutboxEvent {
+            id: 1,
+            event_id: postbox::sqlx::types::Uuid::new_v4(),
+            topic: "orders".into(),
+            event: "created".into(),
+            key: Some("k".into()),
+            payload: serde_json::json!({ "pad": "x".repeat(bytes) }),
+            headers: serde_json::json!({}),
+            attempts: 0,
+            created_at: postbox::sqlx::types::chrono::Utc::now(),
+            schema: "s".into(),
+        }
+    }
+
+    /// Ten messages of 100 KiB go in calls of two (a call over 256 KiB in all
+    /// is refused whole); small ones in calls of ten; each message once, in
+    /// its wave's order.
+    #[test]
+    fn batch_calls_stay_within_ten_entries_and_the_total_size() {
+        for (bytes, calls) in [(100 * 1024, 5), (100, 3)] {
+            let rows: Vec<OutboxEvent> = (0..if bytes > 1000 { 10 } else { 25 })
+                .map(|_| row(bytes))
+                .collect();
+            let wave: Vec<Encoded<'_, Outgoing>> = rows
+                .iter()
+                .map(|e| Encoded {
+                    event: e,
+                    message: encode(e, QUEUE.into()).expect("encodes"),
+                })
+                .collect();
+            let got = batches(&wave);
+            assert_eq!(got.len(), calls, "{bytes} bytes each");
+            for (_, batch) in &got {
+                assert!(batch.len() <= 10);
+                assert!(batch.iter().map(|(_, m)| m.size).sum::<usize>() <= MAX_MESSAGE_BYTES);
+            }
+            let order: Vec<usize> = got
+                .iter()
+                .flat_map(|(_, b)| b.iter().map(|(i, _)| *i))
+                .collect();
+            assert_eq!(order, (0..rows.len()).collect::<Vec<_>>());
+        }
     }
 
     const QUEUE: &str = "http://localhost:4566/000000000000/orders";
