@@ -136,7 +136,18 @@ async fn nats_refusals_are_dead_lettered_while_other_keys_flow() {
     let ctx = Ctx::new("natsbad").await;
     let nats = NatsServer::start("max_payload: 4096").await;
     let stream = stream_name(&ctx);
-    create_stream(&js(&nats).await, &stream, vec![ctx.queue.clone()]).await;
+    // The stream's own limit, below the server's max_payload.
+    js(&nats)
+        .await
+        .create_stream(stream::Config {
+            name: stream.clone(),
+            subjects: vec![ctx.queue.clone()],
+            storage: stream::StorageType::File,
+            max_message_size: 2048,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
     let no_stream = format!("{}-nostream", ctx.queue);
     let mut events = Vec::new();
     for i in 1..=5 {
@@ -153,10 +164,19 @@ async fn nats_refusals_are_dead_lettered_while_other_keys_flow() {
         )
         .key("big"),
     );
+    // Under max_payload, over the stream's max_msg_size (JetStream 10054).
+    events.push(
+        postbox::Event::new(
+            &ctx.queue,
+            "test.event",
+            serde_json::json!({"key": "large", "seq": 1, "pad": "x".repeat(3000)}),
+        )
+        .key("large"),
+    );
     ctx.produce(events).await;
     let _relay = relay(&ctx, &nats, FAST_DEAD_LETTER);
-    wait_until(LONG, "two dead letters", || async {
-        ctx.dead_letters().await.len() == 2
+    wait_until(LONG, "three dead letters", || async {
+        ctx.dead_letters().await.len() == 3
     })
     .await;
     let errors: Vec<String> = ctx.dead_letters().await.into_iter().map(|d| d.1).collect();
@@ -168,6 +188,12 @@ async fn nats_refusals_are_dead_lettered_while_other_keys_flow() {
     );
     assert!(
         errors.iter().any(|e| e.contains("max_payload")),
+        "{errors:?}"
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("its stream's max_msg_size")),
         "{errors:?}"
     );
     wait_until(LONG, "the good events sent", || async {
