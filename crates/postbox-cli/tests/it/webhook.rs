@@ -4,70 +4,13 @@
 //! `https://` behind a private CA, and the Rust receiver helper with the inbox.
 
 use crate::support::*;
+use postbox_testkit::WebhookReceiver as Receiver;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 pub(crate) const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-
-/// `tests/node/webhook_receiver.mjs` on a free port, its request lines collected.
-pub(crate) struct Receiver {
-    pub(crate) port: u16,
-    seen: Arc<Mutex<Vec<Value>>>,
-    _child: tokio::process::Child,
-}
-
-impl Receiver {
-    pub(crate) async fn start(tls: Option<&std::path::Path>) -> Receiver {
-        use tokio::io::AsyncBufReadExt;
-        let port = postbox_testkit::free_port();
-        let dir =
-            std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/node"));
-        let mut cmd = tokio::process::Command::new("node");
-        cmd.arg(dir.join("webhook_receiver.mjs"))
-            .arg(port.to_string())
-            .arg(SECRET)
-            .current_dir(&dir)
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true);
-        if let Some(d) = tls {
-            cmd.arg(d.join("cert.pem")).arg(d.join("key.pem"));
-        }
-        let mut child = cmd.spawn().expect("node (./scripts/test.sh installs it)");
-        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        let first = tokio::time::timeout(LONG, lines.next_line())
-            .await
-            .expect("the receiver started")
-            .unwrap()
-            .unwrap_or_default();
-        assert!(first.starts_with("listening"), "{first}");
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let s = seen.clone();
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = lines.next_line().await {
-                if let Ok(v) = serde_json::from_str(&line) {
-                    s.lock().unwrap().push(v);
-                }
-            }
-        });
-        Receiver {
-            port,
-            seen,
-            _child: child,
-        }
-    }
-
-    pub(crate) fn seen(&self, mode: &str) -> Vec<Value> {
-        self.seen
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|v| v["mode"] == mode)
-            .cloned()
-            .collect()
-    }
-}
 
 fn relay(ctx: &Ctx, url: &str, extra: &[&str]) -> RelayProcess {
     let mut args = vec![
@@ -98,7 +41,7 @@ async fn attempts(ctx: &Ctx, topic: &str) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webhooks_are_signed_and_each_answer_classified_while_other_keys_flow() {
     let ctx = Ctx::new("hook").await;
-    let rx = Receiver::start(None).await;
+    let rx = Receiver::start(SECRET, None).await;
     let topic = |mode: &str| format!("{}-{mode}", ctx.queue);
     let tp = |i: usize| format!("00-4bf92f3577b34da6a3ce929d0e{i:06x}-00f067aa0ba902b7-01");
     let mut events = Vec::new();
@@ -173,7 +116,7 @@ async fn webhooks_are_signed_and_each_answer_classified_while_other_keys_flow() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hanging_receiver_costs_no_attempts_and_holds_no_other_topic() {
     let ctx = Ctx::new("hookhang").await;
-    let rx = Receiver::start(None).await;
+    let rx = Receiver::start(SECRET, None).await;
     let hang = format!("{}-hang", ctx.queue);
     let mut events = vec![event(&hang, "h", 1), event(&hang, "h", 2)];
     for i in 1..=5 {
@@ -223,7 +166,7 @@ async fn a_hanging_receiver_costs_no_attempts_and_holds_no_other_topic() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_outlasting_publish_timeout_keeps_what_was_acknowledged() {
     let ctx = Ctx::new("hookslow").await;
-    let rx = Receiver::start(None).await;
+    let rx = Receiver::start(SECRET, None).await;
     const N: usize = 40;
     ctx.produce((1..=N).map(|i| ctx.event("k", i)).collect())
         .await;
@@ -263,7 +206,7 @@ async fn a_batch_outlasting_publish_timeout_keeps_what_was_acknowledged() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_429_retry_after_is_honoured_without_burning_attempts() {
     let ctx = Ctx::new("hookbusy").await;
-    let rx = Receiver::start(None).await;
+    let rx = Receiver::start(SECRET, None).await;
     ctx.produce(vec![ctx.event("a", 1)]).await;
     let url = format!("http://127.0.0.1:{}/busy/{{topic}}/{{key}}", rx.port);
     let relay = relay(&ctx, &url, &[]);
@@ -292,7 +235,7 @@ async fn https_behind_a_private_ca_is_trusted_only_with_its_ca_file() {
     let ctx = Ctx::new("hooktls").await;
     let dir = std::env::temp_dir().join(format!("postbox-hook-ca-{}", postbox_testkit::suffix()));
     postbox_testkit::private_ca(&dir);
-    let rx = Receiver::start(Some(&dir)).await;
+    let rx = Receiver::start(SECRET, Some(&dir)).await;
     ctx.produce((1..=3).map(|i| ctx.event("a", i)).collect())
         .await;
     let url = format!("https://127.0.0.1:{}/ok/{{topic}}/{{key}}", rx.port);
@@ -321,7 +264,7 @@ async fn https_behind_a_private_ca_is_trusted_only_with_its_ca_file() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webhooks_through_relay_kills_arrive_at_least_once_in_key_order() {
     let ctx = Ctx::new("hookkill").await;
-    let rx = Receiver::start(None).await;
+    let rx = Receiver::start(SECRET, None).await;
     const N: usize = 400;
     let mut seq: HashMap<String, usize> = HashMap::new();
     let mut events = Vec::new();
