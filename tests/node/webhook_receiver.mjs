@@ -8,8 +8,8 @@
 //   gone    410 with a short explanation
 //   busy    429 with Retry-After: 2 on a message id's first request, 200 afterwards
 //   moved   307 to the same path under `ok` on host "localhost" (another host)
-// Each request is printed as one JSON line: {mode, id, verified, key, traceparent, body, at}
-// (at: milliseconds since the epoch).
+// Each request is printed as one JSON line: {mode, id, verified, key, traceparent, body, at,
+// headers} (at: milliseconds since the epoch; headers: all of them, names in lower case).
 // Usage: node webhook_receiver.mjs <port> <whsec_secret> [cert.pem key.pem]
 import http from "node:http";
 import https from "node:https";
@@ -43,6 +43,7 @@ function handle(req, res) {
         traceparent: req.headers["traceparent"] ?? null,
         body,
         at: Date.now(),
+        headers: req.headers,
       }),
     );
     if (!verified) {

@@ -1,5 +1,7 @@
-"""Independent Kafka client for the tests: read COUNT messages from TOPIC and
-print one JSON line each (key, value, headers, partition, offset).
+"""Independent Kafka client for the tests: read at least COUNT messages from
+TOPIC, then whatever else arrives until the topic has been quiet for a second
+(re-sends), and print one JSON line each (key, value, headers, partition,
+offset).
 
 usage: consume.py BROKERS TOPIC COUNT [TIMEOUT_S] [GROUP]
 """
@@ -25,14 +27,22 @@ def main() -> int:
     c.subscribe([topic])
     got = 0
     deadline = time.monotonic() + timeout
+    quiet_since = None
     try:
-        while got < count:
+        while True:
             if time.monotonic() > deadline:
+                if got >= count:
+                    break
                 print(f"timed out after {timeout}s with {got} of {count} messages", file=sys.stderr)
                 return 1
-            m = c.poll(0.5)
+            m = c.poll(0.2)
             if m is None:
+                if got >= count:
+                    quiet_since = quiet_since or time.monotonic()
+                    if time.monotonic() - quiet_since > 1.0:
+                        break
                 continue
+            quiet_since = None
             if m.error():
                 print(f"consumer error: {m.error()}", file=sys.stderr)
                 continue

@@ -174,8 +174,9 @@ impl Drop for KafkaBroker {
     }
 }
 
-/// Read `count` messages of `topic` with the independent Python client
-/// (confluent-kafka); one JSON object per message.
+/// Read at least `count` messages of `topic` with the independent Python
+/// client (confluent-kafka), then what else arrives until the topic has been
+/// quiet for a second; one JSON object per message.
 pub async fn kafka_consume_independent(
     bootstrap: &str,
     topic: &str,

@@ -14,6 +14,7 @@ mod rabbitmq_server;
 mod redis_server;
 mod relay_process;
 mod tls;
+mod webhook_receiver;
 
 pub use http::http_get;
 pub use kafka::{kafka_consume_independent, KafkaBroker};
@@ -26,6 +27,7 @@ pub use rabbitmq_server::RabbitmqServer;
 pub use redis_server::{ping, RedisServer};
 pub use relay_process::RelayProcess;
 pub use tls::{private_ca, self_signed_cert};
+pub use webhook_receiver::WebhookReceiver;
 
 use std::future::Future;
 use std::net::TcpListener;

@@ -7,6 +7,7 @@ mod bad_input;
 mod broker_unavailable;
 mod claim;
 mod commit_order;
+mod conformance;
 mod consumer_failures;
 mod deploy;
 mod dlq;

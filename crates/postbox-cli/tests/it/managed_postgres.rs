@@ -332,7 +332,7 @@ async fn a_relay_works_under_a_hosted_databases_timeouts_while_the_broker_is_slo
             .unwrap();
     }
     tx.commit().await.unwrap();
-    let rx = crate::webhook::Receiver::start(None).await;
+    let rx = postbox_testkit::WebhookReceiver::start(crate::webhook::SECRET, None).await;
     let hook = format!("http://127.0.0.1:{}/slow/{{topic}}/{{key}}", rx.port);
     let relay = RelayProcess::spawn(
         BIN,

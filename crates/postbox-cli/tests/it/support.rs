@@ -214,28 +214,24 @@ pub fn assert_per_key_order(seen: &[(String, String, u64)]) {
 pub const LONG: Duration = Duration::from_secs(60);
 
 /// A consumer's effect for the crash tests of every broker: records each
-/// message in `<schema>.effects (message_id, detail)` inside the inbox
+/// message in `<schema>.effects` ([`Ctx::effects_table`]) inside the inbox
 /// transaction, counts the duplicates the inbox skipped, and can hang after
 /// the commit of one message (a consumer dying between its inbox commit and
 /// its acknowledgement).
 pub struct Effects {
     insert: String,
-    detail: fn(&postbox::Message) -> Option<String>,
     pub duplicates: std::sync::atomic::AtomicUsize,
     hang_on: Option<String>,
     pub hung: tokio::sync::Notify,
 }
 
 impl Effects {
-    /// `detail` fills the second column (the trace parent, the key...).
-    pub fn new(
-        schema: &str,
-        detail: fn(&postbox::Message) -> Option<String>,
-        hang_on: Option<String>,
-    ) -> std::sync::Arc<Effects> {
+    /// Hangs after the commit of the message `hang_on`, if any.
+    pub fn new(schema: &str, hang_on: Option<String>) -> std::sync::Arc<Effects> {
         std::sync::Arc::new(Effects {
-            insert: format!("INSERT INTO {schema}.effects VALUES ($1, $2)"),
-            detail,
+            insert: format!(
+                "INSERT INTO {schema}.effects (message_id, key, traceparent) VALUES ($1, $2, $3)"
+            ),
             duplicates: Default::default(),
             hang_on,
             hung: tokio::sync::Notify::new(),
@@ -256,7 +252,8 @@ impl postbox::Handler for Effects {
     ) -> Result<(), postbox::BoxError> {
         sqlx::query(&self.insert)
             .bind(&msg.id)
-            .bind((self.detail)(msg))
+            .bind(&msg.key)
+            .bind(msg.trace_context().map(|t| t.traceparent))
             .execute(tx)
             .await?;
         Ok(())
@@ -288,12 +285,7 @@ pub async fn recovers_once<F>(
 {
     let judge = async {
         wait_until(LONG, "every effect and the redelivery skipped", || async {
-            let done: i64 =
-                sqlx::query_scalar(&format!("SELECT count(*) FROM {}.effects", ctx.schema))
-                    .fetch_one(&ctx.pool)
-                    .await
-                    .unwrap();
-            done == n && second.duplicates() >= 1
+            ctx.effects().await == n && second.duplicates() >= 1
         })
         .await;
         stop.cancel();
@@ -311,20 +303,6 @@ pub async fn recovers_once<F>(
 }
 
 impl Ctx {
-    /// Outbox rows by event id: (key, seq from the payload).
-    pub async fn rows_by_event_id(&self) -> std::collections::HashMap<String, (String, i64)> {
-        sqlx::query_as::<_, (String, String, i64)>(&format!(
-            "SELECT event_id::text, key, (payload->>'seq')::bigint FROM {}.outbox",
-            self.schema
-        ))
-        .fetch_all(&self.pool)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|(id, k, s)| (id, (k, s)))
-        .collect()
-    }
-
     /// The highest `attempts` of any row (0: no failure was counted).
     pub async fn max_attempts(&self) -> i64 {
         sqlx::query_scalar(&format!(
@@ -361,94 +339,52 @@ impl FirstOccurrences {
     pub fn distinct(&self) -> usize {
         self.seen.len()
     }
-}
 
-/// The broker-outage test every sink runs against a server of its own:
-/// 100 events sent, the server killed, 100 more produced; over three failed
-/// passes the rows wait with no attempt counted; after the restart all are
-/// sent and nothing is dead-lettered.
-pub async fn survives_a_killed_broker<S: OwnServer>(
-    ctx: &Ctx,
-    relay: &RelayProcess,
-    server: &mut S,
-) {
-    let produce = |from: usize| {
-        (from..from + 100)
-            .map(|i| ctx.event(&format!("k{}", i % 8), i))
-            .collect::<Vec<_>>()
-    };
-    ctx.produce(produce(0)).await;
-    wait_until(LONG, "the first events sent", || async {
-        ctx.unsent().await == 0
-    })
-    .await;
-    server.kill();
-    ctx.produce(produce(100)).await;
-    wait_until(
-        LONG,
-        "three failed passes against the dead server",
-        || async { relay.output().matches("broker unavailable").count() >= 3 },
-    )
-    .await;
-    assert_eq!(ctx.max_attempts().await, 0, "an outage costs no attempts");
-    assert_eq!(ctx.unsent().await, 100);
-    server.restart().await;
-    wait_until(LONG, "every event sent after the restart", || async {
-        ctx.unsent().await == 0
-    })
-    .await;
-    let dead = ctx.dead_letters().await;
-    assert!(dead.is_empty(), "{dead:?}\n{}", relay.output());
+    /// `key`'s first occurrences continue after `seq` (what came before was lost).
+    pub fn after(&mut self, key: &str, seq: i64) {
+        self.last.insert(key.to_owned(), seq);
+    }
 }
-
-/// A broker server a test started of its own and may kill and restart.
-pub trait OwnServer {
-    fn kill(&mut self);
-    fn restart(&mut self) -> impl std::future::Future<Output = ()>;
-}
-
-macro_rules! own_server {
-    ($($t:ty),*) => {$(
-        impl OwnServer for $t {
-            fn kill(&mut self) {
-                <$t>::kill(self)
-            }
-            fn restart(&mut self) -> impl std::future::Future<Output = ()> {
-                <$t>::restart(self)
-            }
-        }
-    )*};
-}
-
-own_server!(
-    postbox_testkit::NatsServer,
-    postbox_testkit::RabbitmqServer,
-    postbox_testkit::RedisServer
-);
 
 impl Ctx {
-    /// For the consumer-crash tests: `<schema>.effects (message_id, key)`
-    /// and 20 events of key "k" in the outbox.
-    pub async fn twenty_events_and_an_effects_table(&self) {
+    /// `<schema>.effects`, what [`Effects`] records: each message's id, key
+    /// and traceparent, in the order applied (`n`).
+    pub async fn effects_table(&self) {
         sqlx::raw_sql(&format!(
-            "CREATE TABLE {}.effects (message_id text NOT NULL, key text, n bigserial)",
+            "CREATE TABLE {}.effects (message_id text NOT NULL, key text, traceparent text, n bigserial)",
             self.schema
         ))
         .execute(&self.pool)
         .await
         .unwrap();
-        self.produce((1..=20).map(|i| self.event("k", i)).collect())
-            .await;
     }
 
-    /// Once every row is sent: the fifth event's id (where the first
-    /// consumer of a crash test dies).
-    pub async fn fifth_event_once_sent(&self) -> String {
-        wait_until(LONG, "rows sent", || async { self.unsent().await == 0 }).await;
+    /// Effects recorded.
+    pub async fn effects(&self) -> i64 {
+        sqlx::query_scalar(&format!("SELECT count(*) FROM {}.effects", self.schema))
+            .fetch_one(&self.pool)
+            .await
+            .unwrap()
+    }
+
+    /// Messages with an effect.
+    pub async fn distinct_effects(&self) -> i64 {
         sqlx::query_scalar(&format!(
-            "SELECT event_id::text FROM {}.outbox ORDER BY id OFFSET 4 LIMIT 1",
+            "SELECT count(DISTINCT message_id) FROM {}.effects",
             self.schema
         ))
+        .fetch_one(&self.pool)
+        .await
+        .unwrap()
+    }
+
+    /// The `n`-th event's id (1-based, outbox order).
+    pub async fn nth_event_id(&self, n: i64) -> String {
+        sqlx::query_scalar(&format!(
+            "SELECT event_id::text FROM {}.outbox ORDER BY id OFFSET $1 LIMIT 1",
+            self.schema
+        ))
+        .bind(n - 1)
         .fetch_one(&self.pool)
         .await
         .unwrap()

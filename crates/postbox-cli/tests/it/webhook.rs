@@ -1,73 +1,15 @@
 //! HTTP webhooks: the relay's sink against a receiver that checks every
 //! signature with the Standard Webhooks reference package (Node
-//! `standardwebhooks`), receivers that fail, hang, are gone or redirect,
+//! `standardwebhooks`), receivers that fail, hang, are slow or busy,
 //! `https://` behind a private CA, and the Rust receiver helper with the inbox.
 
 use crate::support::*;
+use postbox_testkit::WebhookReceiver as Receiver;
 use serde_json::Value;
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::collections::HashSet;
+use std::sync::Arc;
 
 pub(crate) const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-
-/// `tests/node/webhook_receiver.mjs` on a free port, its request lines collected.
-pub(crate) struct Receiver {
-    pub(crate) port: u16,
-    seen: Arc<Mutex<Vec<Value>>>,
-    _child: tokio::process::Child,
-}
-
-impl Receiver {
-    pub(crate) async fn start(tls: Option<&std::path::Path>) -> Receiver {
-        use tokio::io::AsyncBufReadExt;
-        let port = postbox_testkit::free_port();
-        let dir =
-            std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/node"));
-        let mut cmd = tokio::process::Command::new("node");
-        cmd.arg(dir.join("webhook_receiver.mjs"))
-            .arg(port.to_string())
-            .arg(SECRET)
-            .current_dir(&dir)
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true);
-        if let Some(d) = tls {
-            cmd.arg(d.join("cert.pem")).arg(d.join("key.pem"));
-        }
-        let mut child = cmd.spawn().expect("node (./scripts/test.sh installs it)");
-        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        let first = tokio::time::timeout(LONG, lines.next_line())
-            .await
-            .expect("the receiver started")
-            .unwrap()
-            .unwrap_or_default();
-        assert!(first.starts_with("listening"), "{first}");
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let s = seen.clone();
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = lines.next_line().await {
-                if let Ok(v) = serde_json::from_str(&line) {
-                    s.lock().unwrap().push(v);
-                }
-            }
-        });
-        Receiver {
-            port,
-            seen,
-            _child: child,
-        }
-    }
-
-    pub(crate) fn seen(&self, mode: &str) -> Vec<Value> {
-        self.seen
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|v| v["mode"] == mode)
-            .cloned()
-            .collect()
-    }
-}
 
 fn relay(ctx: &Ctx, url: &str, extra: &[&str]) -> RelayProcess {
     let mut args = vec![
@@ -95,73 +37,28 @@ async fn attempts(ctx: &Ctx, topic: &str) -> i64 {
     .unwrap()
 }
 
+/// A receiver answering 500 then 200 is asked twice for each event, which
+/// is delivered with no attempt counted; the signing secret is never logged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn webhooks_are_signed_and_each_answer_classified_while_other_keys_flow() {
-    let ctx = Ctx::new("hook").await;
-    let rx = Receiver::start(None).await;
-    let topic = |mode: &str| format!("{}-{mode}", ctx.queue);
-    let tp = |i: usize| format!("00-4bf92f3577b34da6a3ce929d0e{i:06x}-00f067aa0ba902b7-01");
-    let mut events = Vec::new();
-    for i in 1..=5 {
-        for k in ["a", "b", "c"] {
-            events.push(event(&topic("ok"), k, i).traceparent(tp(i)));
-        }
-    }
-    for i in 1..=3 {
-        events.push(event(&topic("flaky"), "f", i));
-    }
-    events.push(event(&topic("gone"), "g", 1));
-    events.push(event(&topic("moved"), "m", 1));
-    ctx.produce(events).await;
-    // The mode is the topic's suffix: /<mode>/<topic>/<key>.
-    let base = format!("http://127.0.0.1:{}", rx.port);
-    let mut args: Vec<String> = FAST_DEAD_LETTER.iter().map(|s| s.to_string()).collect();
-    for mode in ["ok", "flaky", "gone", "moved"] {
-        args.push("--webhook-topics".into());
-        args.push(format!("{}={base}/{mode}/{{topic}}/{{key}}", topic(mode)));
-    }
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let relay = relay(&ctx, &format!("{base}/ok/{{topic}}/{{key}}"), &args);
-    wait_until(LONG, "every event delivered or dead-lettered", || async {
+async fn a_5xx_is_retried_without_burning_attempts_and_the_secret_never_logged() {
+    let ctx = Ctx::new("hookflaky").await;
+    let rx = Receiver::start(SECRET, None).await;
+    ctx.produce((1..=3).map(|i| ctx.event("f", i)).collect())
+        .await;
+    let url = format!("http://127.0.0.1:{}/flaky/{{topic}}/{{key}}", rx.port);
+    let relay = relay(&ctx, &url, FAST_DEAD_LETTER);
+    wait_until(LONG, "every event delivered", || async {
         ctx.unsent().await == 0
     })
     .await;
-
-    // ok: every request verified by the reference package, per-key order.
-    let ok = rx.seen("ok");
-    assert!(ok.iter().all(|r| r["verified"] == true), "{ok:?}");
-    let mut last: HashMap<String, i64> = HashMap::new();
-    for r in &ok {
-        let body: Value = serde_json::from_str(r["body"].as_str().unwrap()).unwrap();
-        let key = r["key"].as_str().unwrap().to_owned();
-        let seq = body["seq"].as_i64().unwrap();
-        let prev = last.insert(key.clone(), seq).unwrap_or(0);
-        assert_eq!(seq, prev + 1, "key {key} in order");
-        assert!(r["traceparent"].as_str().unwrap().starts_with("00-"));
-    }
-    assert_eq!(ok.len(), 15, "each event once: {ok:?}");
-    // flaky: 500 then 200 — delivered, no attempt burnt.
-    let flaky = rx.seen("flaky");
+    // Its last line may still be on its way from the receiver.
+    let flaky = rx.wait_for("flaky", 6, LONG).await;
     let ids: HashSet<&str> = flaky.iter().filter_map(|r| r["id"].as_str()).collect();
     assert_eq!(ids.len(), 3);
     assert_eq!(flaky.len(), 6, "each asked twice: {flaky:?}");
-    assert_eq!(attempts(&ctx, &topic("flaky")).await, 0);
-    // gone (410) and moved (307 to another host): dead letters that say why.
-    let dead = ctx.dead_letters().await;
-    assert_eq!(dead.len(), 2, "{dead:?}");
-    assert!(
-        dead.iter()
-            .any(|d| d.1.contains("HTTP 410") && d.1.contains("this hook was removed")),
-        "{dead:?}"
-    );
-    assert!(
-        dead.iter().any(|d| d.1.contains("redirected elsewhere")),
-        "{dead:?}"
-    );
-    assert!(
-        rx.seen("ok").iter().all(|r| r["key"] != "m"),
-        "the redirect was not followed"
-    );
+    assert!(flaky.iter().all(|r| r["verified"] == true), "{flaky:?}");
+    assert_eq!(attempts(&ctx, &ctx.queue).await, 0);
+    assert!(ctx.dead_letters().await.is_empty());
     assert!(
         !relay.output().contains("MfKQ9r8"),
         "the secret is never logged"
@@ -173,7 +70,7 @@ async fn webhooks_are_signed_and_each_answer_classified_while_other_keys_flow() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hanging_receiver_costs_no_attempts_and_holds_no_other_topic() {
     let ctx = Ctx::new("hookhang").await;
-    let rx = Receiver::start(None).await;
+    let rx = Receiver::start(SECRET, None).await;
     let hang = format!("{}-hang", ctx.queue);
     let mut events = vec![event(&hang, "h", 1), event(&hang, "h", 2)];
     for i in 1..=5 {
@@ -223,7 +120,7 @@ async fn a_hanging_receiver_costs_no_attempts_and_holds_no_other_topic() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_outlasting_publish_timeout_keeps_what_was_acknowledged() {
     let ctx = Ctx::new("hookslow").await;
-    let rx = Receiver::start(None).await;
+    let rx = Receiver::start(SECRET, None).await;
     const N: usize = 40;
     ctx.produce((1..=N).map(|i| ctx.event("k", i)).collect())
         .await;
@@ -263,7 +160,7 @@ async fn a_batch_outlasting_publish_timeout_keeps_what_was_acknowledged() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_429_retry_after_is_honoured_without_burning_attempts() {
     let ctx = Ctx::new("hookbusy").await;
-    let rx = Receiver::start(None).await;
+    let rx = Receiver::start(SECRET, None).await;
     ctx.produce(vec![ctx.event("a", 1)]).await;
     let url = format!("http://127.0.0.1:{}/busy/{{topic}}/{{key}}", rx.port);
     let relay = relay(&ctx, &url, &[]);
@@ -292,7 +189,7 @@ async fn https_behind_a_private_ca_is_trusted_only_with_its_ca_file() {
     let ctx = Ctx::new("hooktls").await;
     let dir = std::env::temp_dir().join(format!("postbox-hook-ca-{}", postbox_testkit::suffix()));
     postbox_testkit::private_ca(&dir);
-    let rx = Receiver::start(Some(&dir)).await;
+    let rx = Receiver::start(SECRET, Some(&dir)).await;
     ctx.produce((1..=3).map(|i| ctx.event("a", i)).collect())
         .await;
     let url = format!("https://127.0.0.1:{}/ok/{{topic}}/{{key}}", rx.port);
@@ -318,58 +215,6 @@ async fn https_behind_a_private_ca_is_trusted_only_with_its_ca_file() {
     ctx.cleanup().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn webhooks_through_relay_kills_arrive_at_least_once_in_key_order() {
-    let ctx = Ctx::new("hookkill").await;
-    let rx = Receiver::start(None).await;
-    const N: usize = 400;
-    let mut seq: HashMap<String, usize> = HashMap::new();
-    let mut events = Vec::new();
-    for i in 0..N {
-        let key = format!("k{}", i % 16);
-        let s = seq.entry(key.clone()).or_default();
-        *s += 1;
-        events.push(ctx.event(&key, *s));
-    }
-    ctx.produce(events).await;
-    let url = format!("http://127.0.0.1:{}/ok/{{topic}}/{{key}}", rx.port);
-    let args = ["--batch-size", "50"];
-    let mut doomed = relay(&ctx, &url, &args);
-    let r2 = relay(&ctx, &url, &args);
-    wait_until(LONG, "some events delivered", || async {
-        ctx.unsent().await < (N as i64) * 3 / 4
-    })
-    .await;
-    doomed.signal("KILL");
-    doomed.wait(LONG).await;
-    let r3 = relay(&ctx, &url, &args);
-    wait_until(LONG, "every event delivered", || async {
-        ctx.unsent().await == 0
-    })
-    .await;
-    let seen = rx.seen("ok");
-    let mut first = HashSet::new();
-    let mut last: HashMap<String, i64> = HashMap::new();
-    for r in &seen {
-        assert_eq!(r["verified"], true);
-        if first.insert(r["id"].as_str().unwrap().to_owned()) {
-            let body: Value = serde_json::from_str(r["body"].as_str().unwrap()).unwrap();
-            let key = r["key"].as_str().unwrap().to_owned();
-            let s = body["seq"].as_i64().unwrap();
-            let prev = last.insert(key.clone(), s).unwrap_or(0);
-            assert_eq!(s, prev + 1, "key {key}: first deliveries in outbox order");
-        }
-    }
-    assert_eq!(first.len(), N, "every event at least once");
-    println!(
-        "webhook order/kill: {N} events, {} requests, {} duplicates",
-        seen.len(),
-        seen.len() - N
-    );
-    drop((r2, r3));
-    ctx.cleanup().await;
-}
-
 /// The receiving side in Rust: the helper verifies, the inbox applies each
 /// event once, a forged request gets 401.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -377,20 +222,14 @@ async fn the_rust_receiver_verifies_and_applies_each_event_once() {
     use axum::body::Bytes;
     use axum::http::HeaderMap;
     let ctx = Ctx::new("hookrx").await;
-    sqlx::raw_sql(&format!(
-        "CREATE TABLE {}.effects (message_id text NOT NULL, key text)",
-        ctx.schema
-    ))
-    .execute(&ctx.pool)
-    .await
-    .unwrap();
+    ctx.effects_table().await;
     let verifier = postbox_webhook::Verifier::new(&[SECRET]).unwrap();
     let inbox = postbox::InboxConsumer::new(
         ctx.pool.clone(),
         postbox::Inbox::new(&ctx.schema).unwrap(),
         "hooks",
     );
-    let effects = Effects::new(&ctx.schema, |m| m.key.clone(), None);
+    let effects = Effects::new(&ctx.schema, None);
     let state = Arc::new((verifier, inbox, effects.clone()));
     let app = axum::Router::new()
         .route(
@@ -474,6 +313,5 @@ async fn the_rust_receiver_verifies_and_applies_each_event_once() {
         Err(postbox_webhook::VerifyError::Stale { .. })
     ));
     drop(relay);
-    let _ = Duration::ZERO;
     ctx.cleanup().await;
 }
