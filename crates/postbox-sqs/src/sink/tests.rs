@@ -1,4 +1,5 @@
 //! The classifiers and the batching, with the SDK's real error values.
+
 use super::*;
 use aws_sdk_sqs::config::http::HttpResponse;
 use aws_sdk_sqs::error::{ConnectorError, ErrorMetadata, SdkError};
