@@ -3,6 +3,7 @@
 //! records what every process reports, and judges the history.
 
 mod brokers;
+mod explain;
 mod history;
 mod infra;
 mod latency;
