@@ -8,7 +8,7 @@ use std::time::Duration;
 /// Which benchmark to run.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, clap::ValueEnum)]
 pub enum Which {
-    /// Relay drain rate to each sink given (BullMQ always; Kafka, RabbitMQ, NATS, SQS with their flags; Redis Streams and webhooks) against SQL-only and raw broker writes.
+    /// Relay drain rate to each sink given (BullMQ always; Kafka, RabbitMQ, NATS, SQS with their flags; Redis Streams and webhooks) against SQL-only and each sink's raw rate (the same events through it without PostgreSQL).
     Drain,
     /// Producer commit → consumer inbox commit, per wake-up policy.
     Latency,

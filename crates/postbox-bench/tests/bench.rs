@@ -76,22 +76,47 @@ async fn bench_all_quick_writes_every_figure_and_the_chart() {
         "drain",
         &[
             "SQL-only claim+mark",
-            "raw BullMQ add, no PostgreSQL",
+            "SQL-only claim+delete (sent = delete)",
+            "raw BullMQ (transaction), no PostgreSQL",
             "relay → BullMQ (transaction)",
+            "raw BullMQ (waves), no PostgreSQL",
             "relay → BullMQ (waves)",
-            "raw Redis XADD, no PostgreSQL",
+            "relay → BullMQ (transaction, sent = delete)",
+            "raw Redis Streams (script), no PostgreSQL",
             "relay → Redis Streams (script)",
+            "raw Redis Streams (waves), no PostgreSQL",
             "relay → Redis Streams (waves)",
-            "raw signed POST, no PostgreSQL",
+            "raw webhook, no PostgreSQL",
             "relay → webhook",
-            "raw Kafka produce, no PostgreSQL",
+            "raw Kafka (transaction), no PostgreSQL",
             "relay → Kafka (transaction)",
+            "raw Kafka (waves), no PostgreSQL",
             "relay → Kafka (waves)",
-            "raw RabbitMQ publish, no PostgreSQL",
+            "raw RabbitMQ, no PostgreSQL",
             "relay → RabbitMQ",
-            "raw JetStream publish, no PostgreSQL",
+            "raw NATS JetStream, no PostgreSQL",
             "relay → NATS JetStream",
         ],
+    );
+    // Every relay row is compared with its SQL-only baseline and its raw row
+    // (the same sink without PostgreSQL), in that order.
+    for r in report["drain"]["rows"].as_array().unwrap() {
+        if r["baseline"] == false {
+            let to: Vec<&str> = r["ratios"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x["to"].as_str().unwrap())
+                .collect();
+            assert!(
+                to.len() == 2 && to[0].starts_with("SQL-only") && to[1].starts_with("raw "),
+                "{r}"
+            );
+        }
+    }
+    assert!(
+        stdout.contains("skipped: relay → SQS FIFO and its raw row: no --sqs-endpoint-url"),
+        "{stdout}"
     );
     assert_rows(&report, "producer", &["business insert alone"]);
     assert_rows(&report, "consumer", &["inbox worker, concurrency 32"]);

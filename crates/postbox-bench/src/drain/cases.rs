@@ -1,0 +1,125 @@
+//! The drain table: one [`Case`] per row the relay drains into, and the
+//! [`Broker`] seam a sink's bench file implements (ready a destination of its
+//! own for one run, build the sink from the relay's settings type, remove the
+//! destination). A new sink adds one entry to [`table`] and its file.
+
+use super::{bullmq, kafka, nats, rabbitmq, redis_streams, sqs, webhook};
+use crate::{BenchError, Ctx, Params};
+use futures::future::BoxFuture;
+use postbox_relay::{Destination, SentRows};
+use std::sync::Arc;
+
+/// One row of the drain table.
+pub(super) struct Case {
+    /// The row label (kept across runs, so that figures stay comparable).
+    pub name: &'static str,
+    /// The label of its raw baseline: the same events through the same sink
+    /// settings without PostgreSQL. Cases naming one label share one run of it,
+    /// made with the first one's sink.
+    pub raw: Option<&'static str>,
+    /// Delivered rows marked or deleted: the SQL-only baseline of the same
+    /// kind is its other comparison.
+    pub sent: SentRows,
+    /// Where its events go, or the flag whose absence skips it.
+    pub broker: Result<Box<dyn Broker>, &'static str>,
+}
+
+/// A broker (or receiver) a case writes to.
+#[async_trait::async_trait]
+pub(super) trait Broker: Send + Sync {
+    /// Ready a destination of its own named after `what` (a topic, stream or
+    /// queue, and what else the broker needs) and build the sink that
+    /// publishes there, through the sink's settings type
+    /// ([`postbox_relay::SinkConfig::build`] with the run's relay settings,
+    /// as the relay builds it).
+    async fn open<'a>(&self, ctx: &'a Ctx, what: &str) -> Result<Opened<'a>, BenchError>;
+}
+
+/// A destination readied for one run.
+pub(super) struct Opened<'a> {
+    /// The topic the events carry.
+    pub topic: String,
+    /// The sink, in the delivery layer, as the relay drives it.
+    pub sink: Arc<dyn Destination>,
+    /// Removes what [`Broker::open`] made (after the run, failed or not).
+    pub close: BoxFuture<'a, Result<(), BenchError>>,
+}
+
+/// Every row of the drain, in the order it runs and prints.
+pub(super) fn table(p: &Params) -> Vec<Case> {
+    use SentRows::{Delete, Mark};
+    vec![
+        Case {
+            name: "relay → BullMQ (transaction)",
+            raw: Some("raw BullMQ (transaction), no PostgreSQL"),
+            sent: Mark,
+            broker: bullmq::broker(p, bullmq::PublishMode::Transaction),
+        },
+        Case {
+            name: "relay → BullMQ (waves)",
+            raw: Some("raw BullMQ (waves), no PostgreSQL"),
+            sent: Mark,
+            broker: bullmq::broker(p, bullmq::PublishMode::Waves),
+        },
+        Case {
+            name: "relay → BullMQ (transaction, sent = delete)",
+            // What the sink sends does not depend on how PostgreSQL forgets rows.
+            raw: Some("raw BullMQ (transaction), no PostgreSQL"),
+            sent: Delete,
+            broker: bullmq::broker(p, bullmq::PublishMode::Transaction),
+        },
+        Case {
+            name: "relay → Redis Streams (script)",
+            raw: Some("raw Redis Streams (script), no PostgreSQL"),
+            sent: Mark,
+            broker: redis_streams::broker(p, redis_streams::PublishMode::Script),
+        },
+        Case {
+            name: "relay → Redis Streams (waves)",
+            raw: Some("raw Redis Streams (waves), no PostgreSQL"),
+            sent: Mark,
+            broker: redis_streams::broker(p, redis_streams::PublishMode::Waves),
+        },
+        Case {
+            name: "relay → webhook",
+            raw: Some("raw webhook, no PostgreSQL"),
+            sent: Mark,
+            broker: webhook::broker(),
+        },
+        Case {
+            name: "relay → Kafka (transaction)",
+            raw: Some("raw Kafka (transaction), no PostgreSQL"),
+            sent: Mark,
+            broker: kafka::broker(p, kafka::PublishMode::Transaction),
+        },
+        Case {
+            name: "relay → Kafka (waves)",
+            raw: Some("raw Kafka (waves), no PostgreSQL"),
+            sent: Mark,
+            broker: kafka::broker(p, kafka::PublishMode::Waves),
+        },
+        Case {
+            name: "relay → RabbitMQ",
+            raw: Some("raw RabbitMQ, no PostgreSQL"),
+            sent: Mark,
+            broker: rabbitmq::broker(p),
+        },
+        Case {
+            name: "relay → SQS FIFO",
+            raw: Some("raw SQS FIFO, no PostgreSQL"),
+            sent: Mark,
+            broker: sqs::broker(p),
+        },
+        Case {
+            name: "relay → NATS JetStream",
+            raw: Some("raw NATS JetStream, no PostgreSQL"),
+            sent: Mark,
+            broker: nats::broker(p),
+        },
+    ]
+}
+
+/// `url` when given, else the flag that gives it (the case is skipped).
+pub(super) fn given(url: &Option<String>, flag: &'static str) -> Result<String, &'static str> {
+    url.clone().ok_or(flag)
+}
