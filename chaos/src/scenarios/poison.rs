@@ -20,7 +20,7 @@ impl Scenario for Poison {
             relay_flags: [
                 "--max-attempts",
                 "3",
-                "--retry-base",
+                "--retry-min",
                 "100ms",
                 "--retry-max",
                 "300ms",

@@ -8,7 +8,7 @@ import type { Pool, PoolClient } from "pg";
 import { ConsumeError, SchemaNotMigratedError, isTransientDatabaseError, isUndefinedTable } from "./errors.js";
 import { DEFAULT_SCHEMA, checkSchemaName } from "./identifiers.js";
 import { Message } from "./message.js";
-import { DEFAULT_RETRY, chain, defaultLogger, delay, sleep, type Logger, type RetryPolicy } from "./retry.js";
+import { chain, defaultLogger, delay, retryPolicy, sleep, type Logger, type RetryOptions, type RetryPolicy } from "./retry.js";
 import { queries, type Queries } from "./sql.js";
 
 /** Whether a message is new to a consumer. */
@@ -42,7 +42,7 @@ export interface InboxOptions {
   /** The schema of the inbox (default `postbox`). */
   schema?: string;
   /** The handler's retry policy (default `DEFAULT_RETRY`). */
-  retry?: Partial<RetryPolicy>;
+  retry?: RetryOptions;
   /** Give up on a database outage after this many ms (default: never). */
   patienceMs?: number;
   /** How often dead letters an operator asked to replay are looked for (default 2000 ms). */
@@ -71,8 +71,7 @@ export class InboxConsumer {
     }
     this.consumer = options.consumer;
     this.schema = checkSchemaName(options.schema ?? DEFAULT_SCHEMA);
-    this.retry = { ...DEFAULT_RETRY, ...options.retry };
-    this.retry.attempts = Math.max(1, Math.floor(this.retry.attempts));
+    this.retry = retryPolicy(options.retry, options.logger ?? defaultLogger);
     this.#pool = options.pool;
     this.#sql = queries(this.schema);
     this.#patienceMs = options.patienceMs;

@@ -20,7 +20,7 @@ export {
   type Processed,
   type Receipt,
 } from "./inbox.js";
-export { DEFAULT_RETRY, type Logger, type RetryPolicy } from "./retry.js";
+export { DEFAULT_RETRY, type Logger, type RetryOptions, type RetryPolicy } from "./retry.js";
 export { Message } from "./message.js";
 export { Outbox, enqueue, enqueueMany, validateEvent, type Enqueued, type Event, type OutboxOptions, type Queryable } from "./outbox.js";
 export { TRACEPARENT, TRACESTATE, traceparentProblem } from "./trace.js";

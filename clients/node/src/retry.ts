@@ -6,13 +6,31 @@ export interface RetryPolicy {
   /** Handler runs before the message is dead-lettered (at least 1). */
   attempts: number;
   /** Wait before the second run, in ms; doubled for each further one. */
-  backoffMs: number;
+  backoffMinMs: number;
   /** The longest wait between two runs, in ms. */
   backoffMaxMs: number;
 }
 
+/** What `retry` options take: any part of a policy. */
+export type RetryOptions = Partial<RetryPolicy> & {
+  /** @deprecated The former name of `backoffMinMs`, read for one more release. */
+  backoffMs?: number;
+};
+
 /** 5 runs, waiting about 1 s, 2 s, 4 s, 8 s in between. */
-export const DEFAULT_RETRY: RetryPolicy = { attempts: 5, backoffMs: 1000, backoffMaxMs: 60_000 };
+export const DEFAULT_RETRY: RetryPolicy = { attempts: 5, backoffMinMs: 1000, backoffMaxMs: 60_000 };
+
+/** The policy `options` describe over the defaults, with a warning for a former name. */
+export function retryPolicy(options: RetryOptions | undefined, log: Logger): RetryPolicy {
+  const { backoffMs, ...rest } = options ?? {};
+  const policy: RetryPolicy = { ...DEFAULT_RETRY, ...rest };
+  if (backoffMs !== undefined) {
+    log.warn("retry.backoffMs is deprecated and will be removed: write retry.backoffMinMs");
+    if (rest.backoffMinMs === undefined) policy.backoffMinMs = backoffMs;
+  }
+  policy.attempts = Math.max(1, Math.floor(policy.attempts));
+  return policy;
+}
 
 /** Where log lines go (`console` by default, without `info`). */
 export interface Logger {
@@ -30,7 +48,7 @@ export const defaultLogger: Logger = {
 
 /** The wait after the `failures`-th failed run: doubling, capped, from its upper half (jitter). */
 export function delay(policy: RetryPolicy, failures: number): number {
-  const full = Math.min(policy.backoffMs * 2 ** Math.min(failures - 1, 20), policy.backoffMaxMs);
+  const full = Math.min(policy.backoffMinMs * 2 ** Math.min(failures - 1, 20), policy.backoffMaxMs);
   // Whole milliseconds: timers take no finer, and logs show `520`, not `519.7697988514768`.
   return Math.round(full / 2 + (full / 2) * Math.random());
 }

@@ -40,3 +40,18 @@ export const WEBHOOK_TIMESTAMP = "webhook-timestamp";
 
 /** Standard Webhooks header: `v1,<base64 HMAC-SHA256>` signatures. */
 export const WEBHOOK_SIGNATURE = "webhook-signature";
+
+/** Envelope field (`value = "envelope"` on Kafka, `body = "envelope"` on webhooks): the outbox event id. */
+export const ENVELOPE_ID = "id";
+
+/** Envelope field: the event type. */
+export const ENVELOPE_TYPE = "type";
+
+/** Envelope field: the ordering key (`null` without one). */
+export const ENVELOPE_KEY = "key";
+
+/** Envelope field: when the producer wrote the event (RFC 3339, UTC). */
+export const ENVELOPE_TIMESTAMP = "timestamp";
+
+/** Envelope field: the payload. */
+export const ENVELOPE_DATA = "data";

@@ -8,7 +8,7 @@ import { execFileSync } from "node:child_process";
 import { ConsumeError, InboxConsumer, Message, receive } from "@postbox-rs/postbox";
 import { DATABASE_URL, POSTBOX_BIN, dropSchema, migratedSchema, newPool, waitUntil } from "./helpers.mjs";
 
-const FAST = { attempts: 3, backoffMs: 10, backoffMaxMs: 20 };
+const FAST = { attempts: 3, backoffMinMs: 10, backoffMaxMs: 20 };
 let pool, schema;
 before(async () => {
   pool = newPool();
@@ -42,6 +42,17 @@ test("message.name is the deprecated alias of message.event", () => {
   assert.equal(m.name, "order.created");
   m.name = "order.paid";
   assert.equal(m.event, "order.paid");
+});
+
+test("retry.backoffMs is read as the former name of backoffMinMs, with a warning", () => {
+  const warned = [];
+  const logger = { info() {}, error() {}, warn: (m) => warned.push(m) };
+  const c = new InboxConsumer({ pool, schema, consumer: "renamed", retry: { backoffMs: 250 }, logger });
+  assert.equal(c.retry.backoffMinMs, 250);
+  assert.equal("backoffMs" in c.retry, false);
+  assert.match(warned.join("\n"), /backoffMs is deprecated.*backoffMinMs/);
+  const both = new InboxConsumer({ pool, schema, consumer: "both", retry: { backoffMs: 250, backoffMinMs: 50 }, logger });
+  assert.equal(both.retry.backoffMinMs, 50, "the current name wins");
 });
 
 test("a message's effect commits once; the second delivery is skipped", async () => {
@@ -156,7 +167,7 @@ test("a COMMIT that went through but whose answer was lost counts as committed, 
 });
 
 test("shutdown during a retry wait: the message is not acknowledged", async () => {
-  const c = new InboxConsumer({ pool, schema, consumer: "stop", retry: { attempts: 5, backoffMs: 60_000, backoffMaxMs: 60_000 } });
+  const c = new InboxConsumer({ pool, schema, consumer: "stop", retry: { attempts: 5, backoffMinMs: 60_000, backoffMaxMs: 60_000 } });
   const shutdown = new AbortController();
   const done = c.process(message("m5"), async () => {
     setImmediate(() => shutdown.abort());

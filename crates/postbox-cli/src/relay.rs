@@ -43,6 +43,9 @@ pub async fn run(a: Args, shutdown: CancellationToken) -> Result<(), CliError> {
         return Ok(());
     }
     let s = Settings::load(&a.settings)?;
+    for note in &s.deprecated {
+        tracing::warn!("{note}");
+    }
     if a.print_config {
         print!("{}", settings::effective(&s)?);
         return Ok(());
@@ -77,6 +80,9 @@ async fn check(s: Settings) -> Result<(), CliError> {
         .min(std::time::Duration::from_secs(5));
     let relay = Relay::new(s.relay, sink.clone())?;
     println!("ok    settings");
+    for note in &s.deprecated {
+        println!("warn  {note}");
+    }
     let mut failed = 0;
     match relay.preflight().await {
         Ok(()) => println!("ok    PostgreSQL at {database}: schemas {schemas} migrated"),

@@ -10,11 +10,14 @@ use std::time::Duration;
 pub struct KafkaConfig {
     /// Bootstrap servers, comma-separated `host:port`.
     pub brokers: String,
-    /// Outbox topic → Kafka topic (e.g. `"payment.completed" = "payments"`).
-    /// Topics not listed are used as they are.
-    pub topic_map: BTreeMap<String, String>,
+    /// Kafka topic an event is produced to: `{topic}` is replaced by the
+    /// event's topic (e.g. `shop.{topic}`).
+    pub topic: String,
+    /// Per-topic Kafka topics, over `topic` (`[kafka.topics]
+    /// "payment.completed" = "payments"`). Formerly `topic_map`.
+    pub topics: BTreeMap<String, String>,
     /// Message value: `payload` (the payload JSON) or `envelope`
-    /// (`{id, type, key, payload, occurred_at}`).
+    /// (`{id, type, key, timestamp, data}`, as webhooks' `body`).
     pub value: ValueFormat,
     /// How long librdkafka may try to deliver one message; must be shorter
     /// than the relay's `publish_timeout`.
@@ -65,7 +68,8 @@ pub enum ValueFormat {
     /// The payload JSON as it is.
     #[default]
     Payload,
-    /// `{id, type, key, payload, occurred_at}` (seed 004's shape).
+    /// `{"id", "type", "key", "timestamp", "data": payload}`: the envelope
+    /// of the wire contract, the same on every sink that offers one.
     Envelope,
 }
 
@@ -73,7 +77,8 @@ impl Default for KafkaConfig {
     fn default() -> Self {
         KafkaConfig {
             brokers: "127.0.0.1:9092".into(),
-            topic_map: BTreeMap::new(),
+            topic: "{topic}".into(),
+            topics: BTreeMap::new(),
             value: ValueFormat::Payload,
             message_timeout: Duration::from_secs(5),
             properties: BTreeMap::new(),
@@ -88,7 +93,8 @@ impl std::fmt::Debug for KafkaConfig {
         // Properties may hold SASL passwords and keys: print their names only.
         f.debug_struct("KafkaConfig")
             .field("brokers", &self.brokers)
-            .field("topic_map", &self.topic_map)
+            .field("topic", &self.topic)
+            .field("topics", &self.topics)
             .field("value", &self.value)
             .field("message_timeout", &self.message_timeout)
             .field(
@@ -121,6 +127,10 @@ pub(crate) const GUARDED: &[&str] = &[
 
 impl postbox_relay::Section for KafkaConfig {
     const NAME: &'static str = "kafka";
+    const RENAMED: &'static [postbox_relay::Renamed] = &[postbox_relay::Renamed {
+        old: "topic_map",
+        new: "topics",
+    }];
 }
 
 impl postbox_relay::SinkConfig for KafkaConfig {
@@ -174,15 +184,7 @@ impl KafkaConfig {
                 format!("{:?} is too short (at least 100ms)", self.message_timeout),
             );
         }
-        for (from, to) in &self.topic_map {
-            if !valid_topic(to) {
-                return err(
-                    "kafka.topic_map",
-                    format!("{from:?} maps to {to:?}, which is not a valid Kafka topic name"),
-                );
-            }
-        }
-        Ok(())
+        TOPIC.validate(&self.topic, &self.topics)
     }
 
     /// The producer's librdkafka settings: the user's properties, and the
@@ -215,14 +217,31 @@ impl KafkaConfig {
             .unwrap_or(1_000_000)
     }
 
-    /// The Kafka topic for an outbox topic.
-    pub fn topic_for<'a>(&'a self, outbox_topic: &'a str) -> &'a str {
-        self.topic_map
-            .get(outbox_topic)
-            .map(String::as_str)
-            .unwrap_or(outbox_topic)
+    /// The Kafka topic of an event's topic, or why it has none.
+    pub fn topic_for(&self, outbox_topic: &str) -> Result<String, postbox_relay::TargetError> {
+        TOPIC.fill(&self.topic, &self.topics, outbox_topic, None)
     }
 }
+
+/// The Kafka topic setting, in the vocabulary every sink's destination has.
+const TOPIC: postbox_relay::Template = postbox_relay::Template {
+    setting: "kafka.topic",
+    per_topic: "kafka.topics",
+    what: "Kafka topic name",
+    key: false,
+    escape: postbox_relay::target::verbatim,
+    check: |t| {
+        if valid_topic(t) {
+            Ok(())
+        } else {
+            Err(
+                "Kafka topic names are 1–249 characters of letters, digits, '.', '_' and '-'"
+                    .into(),
+            )
+        }
+    },
+    example: "shop.{topic}",
+};
 
 /// Kafka's rule: 1–249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
 pub(crate) fn valid_topic(t: &str) -> bool {
@@ -249,13 +268,22 @@ mod tests {
             .to_string()
             .contains("cannot be overridden"));
         c.properties.clear();
-        c.topic_map
+        c.topics
             .insert("payment.completed".into(), "payments".into());
-        assert_eq!(c.topic_for("payment.completed"), "payments");
-        assert_eq!(c.topic_for("orders"), "orders");
-        c.topic_map.insert("x".into(), "bad topic".into());
+        assert_eq!(c.topic_for("payment.completed").unwrap(), "payments");
+        assert_eq!(c.topic_for("orders").unwrap(), "orders");
+        c.topic = "shop.{topic}".into();
+        assert_eq!(c.topic_for("orders").unwrap(), "shop.orders");
+        assert!(c.topic_for("bad topic").is_err());
+        c.topics.insert("x".into(), "bad topic".into());
         assert!(c.validate().is_err());
-        c.topic_map.clear();
+        c.topics.clear();
+        c.topic = "{topic}.{key}".into();
+        assert!(
+            c.validate().is_err(),
+            "no topic per key: the key picks the partition"
+        );
+        c.topic = "{topic}".into();
         c.properties.insert("sasl.password".into(), "canary".into());
         assert!(!format!("{c:?}").contains("canary"));
         c.properties.clear();

@@ -1,29 +1,26 @@
 //! An outbox event as a Kafka record: the value (payload or envelope) and
 //! the headers, or a refusal of what Kafka would not take.
 
-use crate::config::{valid_topic, ValueFormat};
+use crate::config::ValueFormat;
 use crate::{KafkaConfig, HEADER_EVENT, HEADER_EVENT_ID};
 use postbox_relay::{OutboxEvent, SinkError};
 use rdkafka::message::{Header, OwnedHeaders};
 
-/// The record's value, refused with the fix when its topic name is invalid
-/// or it is over `message.max.bytes`.
-pub(crate) fn value(config: &KafkaConfig, e: &OutboxEvent) -> Result<Vec<u8>, SinkError> {
-    let topic = config.topic_for(&e.topic);
-    if !valid_topic(topic) {
-        return Err(SinkError::rejected(format!(
-            "{topic:?} is not a valid Kafka topic name"
-        )));
-    }
+/// One event as a Kafka record: its topic and value (the key and headers
+/// are the row's, set when it is produced).
+#[derive(Debug)]
+pub struct Outgoing {
+    pub(crate) topic: String,
+    pub(crate) value: Vec<u8>,
+}
+
+/// The record, refused with the fix when its topic cannot be named or it is
+/// over `message.max.bytes`.
+pub(crate) fn record(config: &KafkaConfig, e: &OutboxEvent) -> Result<Outgoing, SinkError> {
+    let topic = config.topic_for(&e.topic)?;
     let value = match config.value {
         ValueFormat::Payload => serde_json::to_vec(&e.payload),
-        ValueFormat::Envelope => serde_json::to_vec(&serde_json::json!({
-            "id": e.event_id,
-            "type": e.event,
-            "key": e.key,
-            "payload": e.payload,
-            "occurred_at": e.created_at,
-        })),
+        ValueFormat::Envelope => serde_json::to_vec(&e.envelope()),
     }
     .expect("JSON values serialise");
     let max = config.max_message_bytes();
@@ -33,7 +30,7 @@ pub(crate) fn value(config: &KafkaConfig, e: &OutboxEvent) -> Result<Vec<u8>, Si
             value.len()
         )));
     }
-    Ok(value)
+    Ok(Outgoing { topic, value })
 }
 
 /// `postbox-event-id`, `postbox-event`, then the row's headers (`traceparent`…).

@@ -28,7 +28,7 @@ pub use postbox::{
     Processed, RetryPolicy,
 };
 #[cfg(feature = "sink")]
-pub use sink::KafkaSink;
+pub use {encoding::Outgoing, sink::KafkaSink};
 
 /// Re-export of the pinned `rdkafka` crate.
 pub use rdkafka;

@@ -10,9 +10,12 @@
 //! maps events to records and Kafka errors to transient or rejected.
 
 use crate::config::PublishMode;
+use crate::encoding::{self, Outgoing};
 use crate::transactions::Transactions;
-use crate::{encoding, KafkaConfig};
-use postbox_relay::{Encoded, GroupOutcome, GroupPolicy, OutboxEvent, Sink, SinkError};
+use crate::KafkaConfig;
+use postbox_relay::{
+    Encoded, GroupOutcome, GroupPolicy, OutboxEvent, Reconnecting, Sink, SinkError,
+};
 use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode as C};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
@@ -22,7 +25,7 @@ use std::time::Duration;
 pub struct KafkaSink {
     config: KafkaConfig,
     client: ClientConfig,
-    producer: std::sync::RwLock<FutureProducer>,
+    producer: Reconnecting<FutureProducer>,
     topics: crate::topics::Topics,
     transactions: Transactions,
 }
@@ -41,7 +44,9 @@ impl KafkaSink {
     ) -> Result<Self, postbox_relay::ConfigError> {
         config.validate()?;
         let cc = config.producer_config();
-        let producer: FutureProducer = cc.create().map_err(|e| postbox_relay::ConfigError {
+        // Made once here so that a configuration librdkafka refuses stops
+        // the start, not the first batch.
+        let _: FutureProducer = cc.create().map_err(|e| postbox_relay::ConfigError {
             field: "kafka.properties",
             reason: format!("librdkafka refused the configuration: {e}"),
         })?;
@@ -50,17 +55,17 @@ impl KafkaSink {
         Ok(KafkaSink {
             config,
             client: cc,
-            producer: std::sync::RwLock::new(producer),
+            producer: Reconnecting::new(),
             topics: Default::default(),
             transactions,
         })
     }
 
     /// The record for one encoded event.
-    fn record<'a>(&'a self, m: &'a Encoded<'_, Vec<u8>>) -> FutureRecord<'a, str, [u8]> {
+    fn record<'a>(&'a self, m: &'a Encoded<'_, Outgoing>) -> FutureRecord<'a, str, [u8]> {
         let e = m.event;
-        let record = FutureRecord::<str, [u8]>::to(self.config.topic_for(&e.topic))
-            .payload(&m.message)
+        let record = FutureRecord::<str, [u8]>::to(&m.message.topic)
+            .payload(&m.message.value)
             .headers(encoding::headers(e));
         match e.key.as_deref() {
             Some(k) => record.key(k),
@@ -68,21 +73,16 @@ impl KafkaSink {
         }
     }
 
-    fn producer(&self) -> FutureProducer {
-        self.producer.read().expect("producer lock").clone()
-    }
-
-    fn renew_producer(&self) {
-        match self.client.create::<FutureProducer>() {
-            Ok(fresh) => {
-                let old =
-                    std::mem::replace(&mut *self.producer.write().expect("producer lock"), fresh);
-                crate::transactions::discard(old);
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot create a new Kafka producer; keeping the old one")
-            }
-        }
+    /// The producer (librdkafka connects lazily, so the relay starts while
+    /// Kafka is down); made afresh after a reset.
+    async fn producer(&self) -> Result<FutureProducer, SinkError> {
+        self.producer
+            .get(|| async {
+                self.client.create().map_err(|e| {
+                    SinkError::transient(format!("cannot create a Kafka producer: {e}"))
+                })
+            })
+            .await
     }
 }
 
@@ -120,29 +120,31 @@ fn classify(e: &KafkaError, context: &str) -> SinkError {
 #[async_trait::async_trait]
 impl Sink for KafkaSink {
     /// The record's value.
-    type Message = Vec<u8>;
+    type Message = Outgoing;
 
     fn name(&self) -> &'static str {
         "kafka"
     }
 
-    fn encode(&self, e: &OutboxEvent) -> Result<Vec<u8>, SinkError> {
-        encoding::value(&self.config, e)
+    fn encode(&self, e: &OutboxEvent) -> Result<Outgoing, SinkError> {
+        encoding::record(&self.config, e)
     }
 
-    async fn send_wave(&self, wave: Vec<Encoded<'_, Vec<u8>>>) -> Vec<Result<(), SinkError>> {
-        let producer = self.producer();
-        let context = |e: &OutboxEvent| {
+    async fn send_wave(&self, wave: Vec<Encoded<'_, Outgoing>>) -> Vec<Result<(), SinkError>> {
+        let producer = match self.producer().await {
+            Ok(p) => p,
+            Err(e) => return SinkError::unreachable(wave.len(), &e),
+        };
+        let context = |m: &Encoded<'_, Outgoing>| {
             format!(
                 "delivering event {} to {:?}",
-                e.event_id,
-                self.config.topic_for(&e.topic)
+                m.event.event_id, m.message.topic
             )
         };
         // A missing topic is refused before librdkafka would wait for it.
         let mut missing = Vec::with_capacity(wave.len());
         for m in &wave {
-            let topic = self.config.topic_for(&m.event.topic);
+            let topic = &m.message.topic;
             missing.push(self.topics.refusal(&producer, &m.event.topic, topic).await);
         }
         // Enqueue the whole wave, then await its delivery reports.
@@ -155,7 +157,7 @@ impl Sink for KafkaSink {
                 }
                 producer
                     .send_result(self.record(m))
-                    .map_err(|(err, _)| classify(&err, &context(m.event)))
+                    .map_err(|(err, _)| classify(&err, &context(m)))
             })
             .collect();
         let mut results = Vec::with_capacity(wave.len());
@@ -164,7 +166,7 @@ impl Sink for KafkaSink {
                 Err(err) => Err(err),
                 Ok(report) => match report.await {
                     Ok(Ok(_)) => Ok(()),
-                    Ok(Err((err, _))) => Err(classify(&err, &context(m.event))),
+                    Ok(Err((err, _))) => Err(classify(&err, &context(m))),
                     Err(_) => Err(SinkError::transient("producer dropped the delivery report")),
                 },
             });
@@ -182,22 +184,24 @@ impl Sink for KafkaSink {
 
     /// The batch as one Kafka transaction. A missing topic or a refused
     /// message sends the batch to waves, which reject the event at fault.
-    async fn send_group(&self, group: Vec<Encoded<'_, Vec<u8>>>) -> GroupOutcome {
-        let producer = self.producer();
+    async fn send_group(&self, group: Vec<Encoded<'_, Outgoing>>) -> GroupOutcome {
+        let producer = match self.producer().await {
+            Ok(p) => p,
+            Err(e) => return GroupOutcome::Failed(e),
+        };
         let mut checked: Vec<&str> = Vec::new();
         for m in &group {
-            let topic = &m.event.topic;
-            if !checked.contains(&topic.as_str()) {
-                let kafka_topic = self.config.topic_for(topic);
+            let kafka_topic = m.message.topic.as_str();
+            if !checked.contains(&kafka_topic) {
                 if self
                     .topics
-                    .refusal(&producer, topic, kafka_topic)
+                    .refusal(&producer, &m.event.topic, kafka_topic)
                     .await
                     .is_some()
                 {
                     return GroupOutcome::Unclear;
                 }
-                checked.push(topic);
+                checked.push(kafka_topic);
             }
         }
         let records = group.iter().map(|m| self.record(m)).collect();
@@ -210,12 +214,14 @@ impl Sink for KafkaSink {
     /// out); a fresh producer gets a fresh producer id. Nothing unsent is lost:
     /// the rows are still in the outbox.
     async fn reset(&self) {
-        self.renew_producer();
+        if let Some(old) = self.producer.reset().await {
+            crate::transactions::discard(old);
+        }
         self.transactions.clear();
     }
 
     async fn check(&self) -> Result<(), SinkError> {
-        let producer = self.producer();
+        let producer = self.producer().await?;
         tokio::task::spawn_blocking(move || {
             producer
                 .client()

@@ -31,7 +31,7 @@ impl Topics {
     ) -> Option<SinkError> {
         self.missing(producer, topic).await.then(|| {
             SinkError::rejected(format!(
-                "Kafka topic {topic:?} does not exist, and the relay does not create topics: create it, or map outbox topic {outbox_topic:?} to an existing one under [kafka.topic_map]"
+                "Kafka topic {topic:?} does not exist, and the relay does not create topics: create it, or send outbox topic {outbox_topic:?} to an existing one with [kafka.topics] or kafka.topic"
             ))
         })
     }

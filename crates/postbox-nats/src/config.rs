@@ -14,6 +14,9 @@ pub struct NatsConfig {
     /// the event's (e.g. `orders.{key}` for per-key subjects). A stream must
     /// capture it; postbox creates none.
     pub subject: String,
+    /// Per-topic subjects, over `subject` (`[nats.topics] orders =
+    /// "shop.orders.{key}"`).
+    pub topics: std::collections::BTreeMap<String, String>,
     /// How long to wait for the stream's acknowledgement of one message; must
     /// be shorter than the relay's `publish_timeout`.
     #[serde(with = "humantime_serde")]
@@ -28,6 +31,7 @@ impl Default for NatsConfig {
         NatsConfig {
             url: postbox_relay::Secret::new("nats://127.0.0.1:4222"),
             subject: "{topic}".into(),
+            topics: Default::default(),
             ack_timeout: Duration::from_secs(5),
             credentials_file: None,
         }
@@ -92,7 +96,10 @@ impl NatsConfig {
     pub fn validate(&self) -> Result<(), postbox_relay::ConfigError> {
         let err = |field, reason: String| Err(postbox_relay::ConfigError { field, reason });
         self.servers()?;
-        if !self.subject.contains("{topic}") && !self.subject.contains("{key}") {
+        if !self.subject.is_empty()
+            && !self.subject.contains("{topic}")
+            && !self.subject.contains("{key}")
+        {
             return err(
                 "nats.subject",
                 format!(
@@ -101,10 +108,7 @@ impl NatsConfig {
                 ),
             );
         }
-        let sample = self.subject.replace("{topic}", "t").replace("{key}", "k");
-        if let Err(reason) = valid_subject(&sample) {
-            return err("nats.subject", format!("{:?}: {reason}", self.subject));
-        }
+        SUBJECT.validate(&self.subject, &self.topics)?;
         if self.ack_timeout < Duration::from_millis(100) {
             return err(
                 "nats.ack_timeout",
@@ -120,22 +124,20 @@ impl NatsConfig {
         topic: &str,
         key: Option<&str>,
     ) -> Result<String, postbox_relay::TargetError> {
-        let mut s = self.subject.replace("{topic}", topic);
-        if s.contains("{key}") {
-            let key = key.ok_or_else(|| postbox_relay::TargetError::NoKey {
-                setting: "nats.subject",
-                template: self.subject.clone(),
-            })?;
-            s = s.replace("{key}", key);
-        }
-        valid_subject(&s).map_err(|reason| postbox_relay::TargetError::Invalid {
-            what: "subject",
-            value: s.clone(),
-            reason: reason.to_owned(),
-        })?;
-        Ok(s)
+        SUBJECT.fill(&self.subject, &self.topics, topic, key)
     }
 }
+
+/// The subject setting, in the vocabulary every sink's destination has.
+const SUBJECT: postbox_relay::Template = postbox_relay::Template {
+    setting: "nats.subject",
+    per_topic: "nats.topics",
+    what: "subject",
+    key: true,
+    escape: postbox_relay::target::verbatim,
+    check: |s| valid_subject(s).map_err(str::to_owned),
+    example: "events.{topic}",
+};
 
 /// A subject one can publish to: dot-separated non-empty tokens of printable
 /// characters without spaces or wildcards.
@@ -177,6 +179,14 @@ mod tests {
         assert!(c.subject_for("orders", Some("a.")).is_err());
         c.subject = "fixed".into();
         assert!(c.validate().is_err());
+        c.subject = "{topic}".into();
+        c.topics.insert("orders".into(), "shop.{key}".into());
+        assert_eq!(c.subject_for("orders", Some("o-1")).unwrap(), "shop.o-1");
+        assert_eq!(c.subject_for("users", Some("u-1")).unwrap(), "users");
+        c.topics.insert("bad".into(), "a b.{topic}".into());
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("nats.topics") && e.contains("bad"), "{e}");
+        c.topics.clear();
         c.url = postbox_relay::Secret::new("nats://u:canary@h:4222");
         assert!(!format!("{c:?}").contains("canary"));
     }

@@ -13,7 +13,7 @@ use crate::{HEADER_EVENT, HEADER_KEY};
 use async_nats::connection::State;
 use async_nats::header::{HeaderMap, HeaderName, HeaderValue, NATS_MESSAGE_ID};
 use async_nats::jetstream::{self, context::PublishErrorKind};
-use postbox_relay::{Encoded, OutboxEvent, Sink, SinkError};
+use postbox_relay::{Encoded, OutboxEvent, Reconnecting, Sink, SinkError};
 use std::str::FromStr;
 
 /// One event as a JetStream message.
@@ -27,7 +27,7 @@ pub struct Outgoing {
 /// Publishes outbox events to JetStream streams.
 pub struct NatsSink {
     config: NatsConfig,
-    context: tokio::sync::Mutex<Option<jetstream::Context>>,
+    context: Reconnecting<jetstream::Context>,
 }
 
 impl NatsSink {
@@ -36,18 +36,20 @@ impl NatsSink {
         config.validate()?;
         Ok(NatsSink {
             config,
-            context: tokio::sync::Mutex::new(None),
+            context: Reconnecting::new(),
         })
     }
 
     async fn context(&self) -> Result<jetstream::Context, SinkError> {
-        let mut held = self.context.lock().await;
-        if let Some(js) = held.as_ref() {
-            if js.client().connection_state() == State::Connected {
-                return Ok(js.clone());
-            }
-        }
-        *held = None;
+        self.context
+            .get_open(
+                |js| js.client().connection_state() == State::Connected,
+                || self.connect(),
+            )
+            .await
+    }
+
+    async fn connect(&self) -> Result<jetstream::Context, SinkError> {
         let mut options = async_nats::ConnectOptions::new()
             .connection_timeout(self.config.ack_timeout)
             .name("postbox-relay");
@@ -69,7 +71,6 @@ impl NatsSink {
             .map_err(|e| SinkError::transient(format!("connecting to {}: {e}", self.config.url)))?;
         let mut js = jetstream::new(client);
         js.set_timeout(self.config.ack_timeout);
-        *held = Some(js.clone());
         Ok(js)
     }
 }
@@ -174,7 +175,7 @@ impl Sink for NatsSink {
 
     /// Drop the connection after a transient failure; the next batch connects afresh.
     async fn reset(&self) {
-        *self.context.lock().await = None;
+        self.context.reset().await;
     }
 
     async fn check(&self) -> Result<(), SinkError> {

@@ -28,6 +28,9 @@ pub struct RedisStreamsConfig {
     /// Stream an event is appended to: `{topic}` is replaced by the event's
     /// topic (e.g. `events:{topic}`).
     pub stream: String,
+    /// Per-topic streams, over `stream` (`[redis_streams.topics] orders =
+    /// "shop:orders"`).
+    pub topics: std::collections::BTreeMap<String, String>,
     /// Trim each stream to about this many entries as it grows (`XADD MAXLEN ~`).
     /// Unset: never trimmed (consumers and retention decide). Entries a
     /// consumer group has not read yet are trimmed too: keep it well above
@@ -43,6 +46,7 @@ impl Default for RedisStreamsConfig {
         RedisStreamsConfig {
             url: postbox_relay::Secret::new("redis://127.0.0.1:6379"),
             stream: "{topic}".into(),
+            topics: Default::default(),
             maxlen: None,
             publish: PublishMode::default(),
         }
@@ -54,6 +58,7 @@ impl std::fmt::Debug for RedisStreamsConfig {
         f.debug_struct("RedisStreamsConfig")
             .field("url", &self.url.redacted())
             .field("stream", &self.stream)
+            .field("topics", &self.topics)
             .field("maxlen", &self.maxlen)
             .field("publish", &self.publish)
             .finish()
@@ -96,7 +101,8 @@ impl RedisStreamsConfig {
                 ),
             );
         }
-        if !self.stream.contains("{topic}") {
+        STREAM.validate(&self.stream, &self.topics)?;
+        if !self.stream.is_empty() && !self.stream.contains("{topic}") {
             return err(
                 "redis_streams.stream",
                 format!(
@@ -114,11 +120,22 @@ impl RedisStreamsConfig {
         Ok(())
     }
 
-    /// The stream of an event's topic.
-    pub fn stream_for(&self, topic: &str) -> String {
-        self.stream.replace("{topic}", topic)
+    /// The stream of an event's topic, or why it has none.
+    pub fn stream_for(&self, topic: &str) -> Result<String, postbox_relay::TargetError> {
+        STREAM.fill(&self.stream, &self.topics, topic, None)
     }
 }
+
+/// The stream setting, in the vocabulary every sink's destination has.
+const STREAM: postbox_relay::Template = postbox_relay::Template {
+    setting: "redis_streams.stream",
+    per_topic: "redis_streams.topics",
+    what: "stream key",
+    key: false,
+    escape: postbox_relay::target::verbatim,
+    check: postbox_relay::target::accept_any,
+    example: "events:{topic}",
+};
 
 #[cfg(test)]
 mod tests {
@@ -128,9 +145,18 @@ mod tests {
     fn streams_from_the_template_and_bad_settings_named() {
         let mut c = RedisStreamsConfig::default();
         assert!(c.validate().is_ok());
-        assert_eq!(c.stream_for("orders"), "orders");
+        assert_eq!(c.stream_for("orders").unwrap(), "orders");
         c.stream = "events:{topic}".into();
-        assert_eq!(c.stream_for("orders"), "events:orders");
+        assert_eq!(c.stream_for("orders").unwrap(), "events:orders");
+        c.topics.insert("orders".into(), "shop:orders".into());
+        assert_eq!(c.stream_for("orders").unwrap(), "shop:orders");
+        c.topics.insert("users".into(), "{topic}:{key}".into());
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("redis_streams.topics"));
+        c.topics.clear();
         c.stream = "events".into();
         assert!(c
             .validate()

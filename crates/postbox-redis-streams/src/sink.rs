@@ -18,7 +18,9 @@
 
 use crate::config::{PublishMode, RedisStreamsConfig};
 use crate::{FIELD_EVENT, FIELD_HEADERS, FIELD_ID, FIELD_KEY, FIELD_PAYLOAD};
-use postbox_relay::{Encoded, GroupOutcome, GroupPolicy, OutboxEvent, Sink, SinkError};
+use postbox_relay::{
+    Encoded, GroupOutcome, GroupPolicy, OutboxEvent, Reconnecting, Sink, SinkError,
+};
 use redis::aio::MultiplexedConnection;
 
 /// Fewest events of one key for a batch to go as one script: with one event
@@ -36,7 +38,7 @@ pub struct Outgoing {
 pub struct RedisStreamsSink {
     config: RedisStreamsConfig,
     client: redis::Client,
-    connection: tokio::sync::Mutex<Option<MultiplexedConnection>>,
+    connection: Reconnecting<MultiplexedConnection>,
     /// `append_all.lua`, sent by its SHA1 (loaded again after a Redis restart).
     append_all: redis::Script,
 }
@@ -53,25 +55,25 @@ impl RedisStreamsSink {
         Ok(RedisStreamsSink {
             config,
             client,
-            connection: tokio::sync::Mutex::new(None),
+            connection: Reconnecting::new(),
             append_all: redis::Script::new(include_str!("append_all.lua")),
         })
     }
 
     async fn connection(&self) -> Result<MultiplexedConnection, SinkError> {
-        let mut held = self.connection.lock().await;
-        if let Some(c) = held.as_ref() {
-            return Ok(c.clone());
-        }
-        let c = self
-            .client
-            .get_multiplexed_async_connection()
+        self.connection
+            .get(|| async {
+                self.client
+                    .get_multiplexed_async_connection()
+                    .await
+                    .map_err(|e| {
+                        SinkError::transient(format!(
+                            "connecting to {}: {e}",
+                            self.config.url.redacted()
+                        ))
+                    })
+            })
             .await
-            .map_err(|e| {
-                SinkError::transient(format!("connecting to {}: {e}", self.config.url.redacted()))
-            })?;
-        *held = Some(c.clone());
-        Ok(c)
     }
 }
 
@@ -131,7 +133,7 @@ impl Sink for RedisStreamsSink {
             ));
         }
         Ok(Outgoing {
-            stream: self.config.stream_for(&e.topic),
+            stream: self.config.stream_for(&e.topic)?,
             fields,
         })
     }
@@ -208,7 +210,7 @@ impl Sink for RedisStreamsSink {
 
     /// Drop the connection after a transient failure; the next batch connects afresh.
     async fn reset(&self) {
-        *self.connection.lock().await = None;
+        self.connection.reset().await;
     }
 
     async fn check(&self) -> Result<(), SinkError> {

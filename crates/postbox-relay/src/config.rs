@@ -1,72 +1,10 @@
 //! The relay's settings: one typed struct, each field with its default,
 //! validated once at start-up. The CLI layers file < environment < flags on it.
 
+use crate::Secret;
 use postbox::SchemaName;
 use serde::{Deserialize, Serialize};
-use std::fmt;
 use std::time::Duration;
-
-/// A connection URL that may carry a password. `Debug`/`Display` show it with
-/// the password replaced by `***`, so it is safe in logs and errors.
-#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wrap a URL.
-    pub fn new(s: impl Into<String>) -> Self {
-        Secret(s.into())
-    }
-    /// The real value, for the client library only.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-    /// The value with any password replaced by `***`.
-    pub fn redacted(&self) -> String {
-        redact_url(&self.0)
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}", self.redacted())
-    }
-}
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.redacted())
-    }
-}
-
-/// `scheme://user:pass@host/...` → `scheme://user:***@host/...`; also
-/// `password=...` query parameters.
-pub fn redact_url(url: &str) -> String {
-    let mut out = url.to_owned();
-    if let Some(scheme_end) = out.find("://") {
-        let rest_start = scheme_end + 3;
-        let authority_end = out[rest_start..]
-            .find(['/', '?', '#'])
-            .map_or(out.len(), |i| rest_start + i);
-        if let Some(at) = out[rest_start..authority_end].rfind('@') {
-            let userinfo = &out[rest_start..rest_start + at];
-            if let Some(colon) = userinfo.find(':') {
-                out.replace_range(rest_start + colon + 1..rest_start + at, "***");
-            }
-        }
-    }
-    if let Some(q) = out.find('?') {
-        let (head, query) = out.split_at(q + 1);
-        let redacted: Vec<String> = query
-            .split('&')
-            .map(|kv| match kv.split_once('=') {
-                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
-                _ => kv.to_owned(),
-            })
-            .collect();
-        out = format!("{head}{}", redacted.join("&"));
-    }
-    out
-}
 
 /// Relay settings (`[relay]` in the config file).
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
@@ -151,10 +89,10 @@ pub struct Config {
     /// operator acts. Other topics' rows go to the dead-letter table and
     /// their key moves on.
     pub block_topics: Vec<String>,
-    /// First retry delay after a poison failure.
+    /// First retry delay after a poison failure. Formerly `retry_base`.
     #[serde(with = "humantime_serde")]
     #[schemars(with = "crate::HumanDuration")]
-    pub retry_base: Duration,
+    pub retry_min: Duration,
     /// Longest retry delay after poison failures.
     #[serde(with = "humantime_serde")]
     #[schemars(with = "crate::HumanDuration")]
@@ -203,6 +141,10 @@ impl crate::Section for Config {
             env: &[],
         },
     ];
+    const RENAMED: &'static [crate::Renamed] = &[crate::Renamed {
+        old: "retry_base",
+        new: "retry_min",
+    }];
 }
 
 impl Default for Config {
@@ -224,7 +166,7 @@ impl Default for Config {
             backoff_max: Duration::from_secs(5),
             max_attempts: 10,
             block_topics: Vec::new(),
-            retry_base: Duration::from_secs(1),
+            retry_min: Duration::from_secs(1),
             retry_max: Duration::from_secs(300),
             sent: SentRows::Mark,
             outbox_retention: Duration::from_secs(3600),
@@ -358,7 +300,7 @@ impl Config {
             ("publish_timeout", self.publish_timeout),
             ("backoff_min", self.backoff_min),
             ("backoff_max", self.backoff_max),
-            ("retry_base", self.retry_base),
+            ("retry_min", self.retry_min),
             ("retry_max", self.retry_max),
             ("outbox_retention", self.outbox_retention),
             ("inbox_retention", self.inbox_retention),
@@ -395,8 +337,8 @@ impl Config {
                 );
             }
         }
-        if self.retry_base > self.retry_max {
-            return err("retry_base", "is greater than retry_max".into());
+        if self.retry_min > self.retry_max {
+            return err("retry_min", "is greater than retry_max".into());
         }
         Ok(schemas)
     }
@@ -405,22 +347,6 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn redacts_passwords() {
-        assert_eq!(
-            redact_url("postgres://u:hunter2@h:5432/db?sslmode=require"),
-            "postgres://u:***@h:5432/db?sslmode=require"
-        );
-        assert_eq!(redact_url("redis://:pw@h:6379"), "redis://:***@h:6379");
-        assert_eq!(
-            redact_url("postgres://h/db?user=u&password=pw"),
-            "postgres://h/db?user=u&password=***"
-        );
-        assert_eq!(redact_url("redis://h:6379"), "redis://h:6379");
-        let s = Secret::new("postgres://u:canary-pw@h/db");
-        assert!(!format!("{s} {s:?}").contains("canary-pw"));
-    }
 
     #[test]
     fn validation_names_the_field() {

@@ -21,28 +21,32 @@ pub mod headers;
 mod maintenance;
 mod partitions;
 mod plan;
+mod reconnecting;
 mod relay;
 mod router;
+mod secret;
 mod section;
 mod session_check;
 mod sink;
 mod stats;
-mod target;
+pub mod target;
 mod wake;
 mod wake_logical;
 mod worker;
 
-pub use config::{Config, ConfigError, Secret, SentRows};
+pub use config::{Config, ConfigError, SentRows};
 pub use delivery::Delivery;
 pub use partitions::target_share;
 /// Re-exported: the one backoff schedule, defined in the library.
 pub use postbox::Backoff;
+pub use reconnecting::Reconnecting;
 pub use relay::{NotReady, Readiness, Relay, RelayError};
 pub use router::{RouteMatch, Router, TopicPattern};
-pub use section::{Alias, HumanDuration, Section, SinkConfig};
+pub use secret::Secret;
+pub use section::{Alias, HumanDuration, Renamed, Section, SinkConfig};
 pub use sink::{
     BoxError, Destination, Encoded, GroupOutcome, GroupPolicy, OutboxEvent, Outcome, Sink,
     SinkError,
 };
 pub use stats::{Stats, StatsSnapshot};
-pub use target::TargetError;
+pub use target::{TargetError, Template};

@@ -18,6 +18,20 @@ pub trait Section: Serialize + DeserializeOwned + schemars::JsonSchema + Default
     /// Further names a field answers to (shorter flags, conventional
     /// environment variables such as `DATABASE_URL`).
     const ALIASES: &'static [Alias] = &[];
+
+    /// Former names of fields, still read (in the file, as flags and as
+    /// environment variables) with a warning, for one release.
+    const RENAMED: &'static [Renamed] = &[];
+}
+
+/// A field's former name (`kafka.topic_map`, now `kafka.topics`).
+#[derive(Debug, Clone, Copy)]
+pub struct Renamed {
+    /// The former TOML key; its flag and variable follow from it as any
+    /// field's do.
+    pub old: &'static str,
+    /// The field (TOML key) it now sets.
+    pub new: &'static str,
 }
 
 /// Further names of one field, on the command line and in the environment.

@@ -39,6 +39,23 @@ pub struct OutboxEvent {
     pub schema: String,
 }
 
+impl OutboxEvent {
+    /// The event in the envelope of the wire contract
+    /// ([`postbox::wire::envelope`]), for sinks that offer one.
+    pub fn envelope(&self) -> Value {
+        let at = self
+            .created_at
+            .to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+        postbox::wire::envelope(
+            &self.event_id,
+            &self.event,
+            self.key.as_deref(),
+            &at,
+            &self.payload,
+        )
+    }
+}
+
 #[cfg(test)]
 impl OutboxEvent {
     /// A row for unit tests.
@@ -228,4 +245,28 @@ pub trait Destination: Send + Sync + 'static {
     /// cancelled send may have left half-done (an AMQP channel's confirm
     /// numbering, a producer's sequence), so the next batch starts afresh.
     async fn reset(&self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_envelope_carries_id_type_key_time_and_payload() {
+        let mut e = OutboxEvent::for_test(1, Some("order-7"), "payments");
+        e.payload = serde_json::json!({"amount": 42});
+        e.created_at = "2026-12-06T19:40:59.123456789Z".parse().unwrap();
+        assert_eq!(
+            e.envelope(),
+            serde_json::json!({
+                "id": e.event_id,
+                "type": "e",
+                "key": "order-7",
+                "timestamp": "2026-12-06T19:40:59.123456Z",
+                "data": {"amount": 42},
+            })
+        );
+        e.key = None;
+        assert_eq!(e.envelope()["key"], serde_json::Value::Null);
+    }
 }

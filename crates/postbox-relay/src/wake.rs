@@ -66,7 +66,7 @@ pub(crate) async fn listen(
     shutdown: CancellationToken,
 ) {
     let backoff = Backoff {
-        base: Duration::from_millis(100),
+        min: Duration::from_millis(100),
         max: Duration::from_secs(5),
     };
     let mut failures = 0u32;

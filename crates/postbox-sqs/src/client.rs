@@ -20,3 +20,19 @@ pub async fn sdk_config(region: Option<&str>, endpoint_url: Option<&str>) -> aws
     }
     loader.load().await
 }
+
+/// The SDK client `held` holds, or a new one `make` builds from the shared
+/// configuration (again after a reset, which drops its connections and
+/// cached credentials).
+#[cfg(feature = "sink")]
+pub(crate) async fn held<C: Clone>(
+    held: &postbox_relay::Reconnecting<C>,
+    region: Option<&str>,
+    endpoint_url: Option<&str>,
+    make: fn(&aws_config::SdkConfig) -> C,
+) -> C {
+    let client = held
+        .get(|| async { Ok(make(&sdk_config(region, endpoint_url).await)) })
+        .await;
+    client.expect("making an SDK client does not fail")
+}

@@ -1,6 +1,6 @@
 //! Settings of the SQS and SNS sinks (`[sqs]`, `[sns]` in the relay's config file).
 
-use postbox_relay::TargetError;
+use postbox_relay::{ConfigError, TargetError, Template};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -76,110 +76,74 @@ impl postbox_relay::SinkConfig for SnsConfig {
     }
 }
 
-/// The target of a topic from a template and per-topic overrides.
-pub(crate) fn target(
-    setting: &'static str,
-    setting_topics: &'static str,
-    template: &str,
-    topics: &BTreeMap<String, String>,
-    topic: &str,
-) -> Result<String, TargetError> {
-    let t = topics.get(topic).map(String::as_str).unwrap_or(template);
-    if t.is_empty() {
-        return Err(TargetError::NotConfigured {
-            setting,
-            setting_topics,
-            topic: topic.to_owned(),
-        });
-    }
-    Ok(t.replace("{topic}", topic))
-}
+/// The queue URL setting, in the vocabulary every sink's destination has.
+const QUEUE_URL: Template = Template {
+    setting: "sqs.queue_url",
+    per_topic: "sqs.topics",
+    what: "queue URL",
+    key: false,
+    escape: postbox_relay::target::verbatim,
+    check: |u| {
+        if u.starts_with("https://") || u.starts_with("http://") {
+            Ok(())
+        } else {
+            Err("not an http:// or https:// URL".into())
+        }
+    },
+    example: "https://sqs.eu-west-1.amazonaws.com/123456789012/{topic}.fifo",
+};
 
-pub(crate) fn validate_common(
-    field: &'static str,
-    template: &str,
-    topics: &BTreeMap<String, String>,
-    endpoint_url: Option<&str>,
-    looks_right: fn(&str) -> bool,
-    example: &str,
-) -> Result<(), postbox_relay::ConfigError> {
-    let err = |field, reason: String| Err(postbox_relay::ConfigError { field, reason });
-    if template.is_empty() && topics.is_empty() {
-        return err(field, format!("not set: e.g. {example}"));
-    }
-    for t in std::iter::once(template)
-        .filter(|t| !t.is_empty())
-        .chain(topics.values().map(String::as_str))
-    {
-        if !looks_right(&t.replace("{topic}", "t")) {
-            return err(
-                field,
-                format!("{t:?} does not look like one: e.g. {example}"),
-            );
+/// The topic ARN setting, in the vocabulary every sink's destination has.
+const TOPIC_ARN: Template = Template {
+    setting: "sns.topic_arn",
+    per_topic: "sns.topics",
+    what: "topic ARN",
+    key: false,
+    escape: postbox_relay::target::verbatim,
+    check: |a| {
+        if a.starts_with("arn:") && a.split(':').count() >= 6 {
+            Ok(())
+        } else {
+            Err("an ARN is arn:<partition>:sns:<region>:<account>:<name>".into())
         }
+    },
+    example: "arn:aws:sns:eu-west-1:123456789012:{topic}",
+};
+
+/// `endpoint_url` of `setting`, if set, is an HTTP(S) URL.
+fn check_endpoint(setting: &'static str, endpoint_url: Option<&str>) -> Result<(), ConfigError> {
+    match endpoint_url {
+        Some(e) if !(e.starts_with("http://") || e.starts_with("https://")) => Err(ConfigError {
+            field: setting,
+            reason: format!("{e:?} is not an http:// or https:// URL"),
+        }),
+        _ => Ok(()),
     }
-    if let Some(e) = endpoint_url {
-        if !(e.starts_with("http://") || e.starts_with("https://")) {
-            return err(
-                if field.starts_with("sqs") {
-                    "sqs.endpoint_url"
-                } else {
-                    "sns.endpoint_url"
-                },
-                format!("{e:?} is not an http:// or https:// URL"),
-            );
-        }
-    }
-    Ok(())
 }
 
 impl SqsConfig {
     /// Check the settings once at start-up.
-    pub fn validate(&self) -> Result<(), postbox_relay::ConfigError> {
-        validate_common(
-            "sqs.queue_url",
-            &self.queue_url,
-            &self.topics,
-            self.endpoint_url.as_deref(),
-            |u| u.starts_with("https://") || u.starts_with("http://"),
-            "https://sqs.eu-west-1.amazonaws.com/123456789012/{topic}.fifo",
-        )
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        QUEUE_URL.validate(&self.queue_url, &self.topics)?;
+        check_endpoint("sqs.endpoint_url", self.endpoint_url.as_deref())
     }
 
     /// The queue of an event's topic.
     pub fn queue_for(&self, topic: &str) -> Result<String, TargetError> {
-        target(
-            "sqs.queue_url",
-            "sqs.topics",
-            &self.queue_url,
-            &self.topics,
-            topic,
-        )
+        QUEUE_URL.fill(&self.queue_url, &self.topics, topic, None)
     }
 }
 
 impl SnsConfig {
     /// Check the settings once at start-up.
-    pub fn validate(&self) -> Result<(), postbox_relay::ConfigError> {
-        validate_common(
-            "sns.topic_arn",
-            &self.topic_arn,
-            &self.topics,
-            self.endpoint_url.as_deref(),
-            |a| a.starts_with("arn:") && a.split(':').count() >= 6,
-            "arn:aws:sns:eu-west-1:123456789012:{topic}",
-        )
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        TOPIC_ARN.validate(&self.topic_arn, &self.topics)?;
+        check_endpoint("sns.endpoint_url", self.endpoint_url.as_deref())
     }
 
     /// The topic ARN of an event's topic.
     pub fn arn_for(&self, topic: &str) -> Result<String, TargetError> {
-        target(
-            "sns.topic_arn",
-            "sns.topics",
-            &self.topic_arn,
-            &self.topics,
-            topic,
-        )
+        TOPIC_ARN.fill(&self.topic_arn, &self.topics, topic, None)
     }
 }
 

@@ -45,7 +45,8 @@ pub enum BodyFormat {
     /// The event's payload, as is.
     #[default]
     Payload,
-    /// `{"type": event, "timestamp": created_at, "key": key, "data": payload}`.
+    /// `{"id", "type", "key", "timestamp", "data": payload}`: the envelope
+    /// of the wire contract, the same on every sink that offers one.
     Envelope,
 }
 
@@ -121,27 +122,7 @@ impl WebhookConfig {
     /// Check the settings once at start-up.
     pub fn validate(&self) -> Result<(), postbox_relay::ConfigError> {
         let err = |field, reason: String| Err(postbox_relay::ConfigError { field, reason });
-        if self.url.is_empty() && self.topics.is_empty() {
-            return err(
-                "webhook.url",
-                "no URL: set webhook.url (e.g. https://hooks.example.com/{topic}) or [webhook.topics]".into(),
-            );
-        }
-        for (field, template) in std::iter::once(("webhook.url", &self.url))
-            .filter(|(_, t)| !t.is_empty())
-            .chain(self.topics.values().map(|t| ("webhook.topics", t)))
-        {
-            let sample = fill(template, "topic", Some("key"));
-            match reqwest::Url::parse(&sample) {
-                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
-                _ => {
-                    return err(
-                        field,
-                        format!("{template:?} is not an http:// or https:// URL"),
-                    )
-                }
-            }
-        }
+        URL.validate(&self.url, &self.topics)?;
         if self.secrets.is_empty() {
             return err(
                 "webhook.secrets",
@@ -171,48 +152,49 @@ impl WebhookConfig {
         topic: &str,
         key: Option<&str>,
     ) -> Result<reqwest::Url, postbox_relay::TargetError> {
-        use postbox_relay::TargetError;
-        let template = self.topics.get(topic).unwrap_or(&self.url);
-        if template.is_empty() {
-            return Err(TargetError::NotConfigured {
-                setting: "webhook.url",
-                setting_topics: "webhook.topics",
-                topic: topic.to_owned(),
-            });
-        }
-        if template.contains("{key}") && key.is_none() {
-            return Err(TargetError::NoKey {
-                setting: "the URL",
-                template: template.clone(),
-            });
-        }
-        let url = fill(template, topic, key);
-        reqwest::Url::parse(&url).map_err(|e| TargetError::Invalid {
-            what: "URL",
-            value: url.clone(),
-            reason: e.to_string(),
-        })
+        let url = URL.fill(&self.url, &self.topics, topic, key)?;
+        Ok(reqwest::Url::parse(&url).expect("checked by URL.check"))
     }
 }
 
-/// `template` with `{topic}` and `{key}` replaced, each percent-encoded as
-/// one path segment.
-pub(crate) fn fill(template: &str, topic: &str, key: Option<&str>) -> String {
-    let enc = |s: &str| {
-        s.bytes()
-            .map(|b| match b {
-                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                    (b as char).to_string()
-                }
-                _ => format!("%{b:02X}"),
-            })
-            .collect::<String>()
-    };
-    let mut s = template.replace("{topic}", &enc(topic));
-    if let Some(k) = key {
-        s = s.replace("{key}", &enc(k));
+/// `template` filled in with a sample topic and key, if that is a URL.
+pub(crate) fn sample_url(template: &str) -> Option<reqwest::Url> {
+    let url = URL
+        .fill(template, &BTreeMap::new(), "topic", Some("key"))
+        .ok()?;
+    reqwest::Url::parse(&url).ok()
+}
+
+/// The URL setting, in the vocabulary every sink's destination has.
+const URL: postbox_relay::Template = postbox_relay::Template {
+    setting: "webhook.url",
+    per_topic: "webhook.topics",
+    what: "URL",
+    key: true,
+    escape: path_segment,
+    check: |u| match reqwest::Url::parse(u) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Ok(()),
+        Ok(_) => Err("not an http:// or https:// URL with a host".into()),
+        Err(e) => Err(e.to_string()),
+    },
+    example: "https://hooks.example.com/{topic}",
+};
+
+/// `s` percent-encoded as one URL path segment.
+fn path_segment(s: &str) -> std::borrow::Cow<'_, str> {
+    let plain = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~');
+    if s.bytes().all(plain) {
+        return std::borrow::Cow::Borrowed(s);
     }
-    s
+    let mut out = String::with_capacity(s.len() * 3);
+    for b in s.bytes() {
+        if plain(b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 #[cfg(test)]

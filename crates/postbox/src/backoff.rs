@@ -5,11 +5,11 @@
 use std::time::Duration;
 
 /// Capped exponential backoff: attempt n waits a random time in
-/// `[base·2ⁿ/2, base·2ⁿ]`, never more than `max`.
+/// `[min·2ⁿ/2, min·2ⁿ]`, never more than `max`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Backoff {
     /// First delay.
-    pub base: Duration,
+    pub min: Duration,
     /// Upper bound.
     pub max: Duration,
 }
@@ -18,7 +18,7 @@ impl Backoff {
     /// Delay before retry number `attempt` (0-based).
     pub fn delay(&self, attempt: u32) -> Duration {
         let exp = self
-            .base
+            .min
             .saturating_mul(1u32.checked_shl(attempt.min(30)).unwrap_or(u32::MAX))
             .min(self.max);
         // Half fixed, half random: spreads instances apart without ever retrying at once.
@@ -43,7 +43,7 @@ mod tests {
     #[test]
     fn grows_and_caps() {
         let b = Backoff {
-            base: Duration::from_millis(100),
+            min: Duration::from_millis(100),
             max: Duration::from_secs(2),
         };
         for attempt in 0..40 {

@@ -36,3 +36,34 @@ pub const WEBHOOK_ID: &str = "webhook-id";
 pub const WEBHOOK_TIMESTAMP: &str = "webhook-timestamp";
 /// Standard Webhooks header: `v1,<base64 HMAC-SHA256>` signatures.
 pub const WEBHOOK_SIGNATURE: &str = "webhook-signature";
+
+/// Envelope field (`value = "envelope"` on Kafka, `body = "envelope"` on
+/// webhooks): the outbox event id.
+pub const ENVELOPE_ID: &str = "id";
+/// Envelope field: the event type.
+pub const ENVELOPE_TYPE: &str = "type";
+/// Envelope field: the ordering key (`null` without one).
+pub const ENVELOPE_KEY: &str = "key";
+/// Envelope field: when the producer wrote the event (RFC 3339, UTC).
+pub const ENVELOPE_TIMESTAMP: &str = "timestamp";
+/// Envelope field: the payload.
+pub const ENVELOPE_DATA: &str = "data";
+
+/// The one envelope every sink that offers one writes: the payload with the
+/// event's id, type, key and time beside it, in the shape Standard Webhooks
+/// recommends (`type`, `timestamp`, `data`) with the id and key added.
+pub fn envelope(
+    id: &uuid::Uuid,
+    event: &str,
+    key: Option<&str>,
+    timestamp: &str,
+    payload: &serde_json::Value,
+) -> serde_json::Value {
+    serde_json::json!({
+        ENVELOPE_ID: id,
+        ENVELOPE_TYPE: event,
+        ENVELOPE_KEY: key,
+        ENVELOPE_TIMESTAMP: timestamp,
+        ENVELOPE_DATA: payload,
+    })
+}

@@ -54,7 +54,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // fails 3 times, then waits as a dead letter for `postbox inbox-dlq replay`.
     let retry = RetryPolicy {
         attempts: 3,
-        backoff: Duration::from_millis(100),
+        backoff_min: Duration::from_millis(100),
         ..Default::default()
     };
     let consumer =

@@ -14,7 +14,9 @@ use bullmq::redis_connection::RedisConnection;
 use bullmq::{
     options::RedisConnectionOptions, FlowJob, FlowProducer, JobOptions, Queue, QueueOptions,
 };
-use postbox_relay::{Encoded, GroupOutcome, GroupPolicy, OutboxEvent, Sink, SinkError};
+use postbox_relay::{
+    Encoded, GroupOutcome, GroupPolicy, OutboxEvent, Reconnecting, Sink, SinkError,
+};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -48,10 +50,10 @@ impl JobData {
 pub struct BullmqSink {
     config: BullmqConfig,
     /// Opened on first use, so the relay starts (and keeps rows safe) while Redis is down.
-    conn: Mutex<Option<RedisConnection>>,
+    conn: Reconnecting<RedisConnection>,
     queues: Mutex<HashMap<String, Arc<Queue>>>,
     /// The crate's atomic bulk adder, on the same connection (opened with it).
-    flow: Mutex<Option<Arc<FlowProducer>>>,
+    flow: Reconnecting<Arc<FlowProducer>>,
 }
 
 impl BullmqSink {
@@ -70,44 +72,38 @@ impl BullmqSink {
         config.validate()?;
         Ok(BullmqSink {
             config,
-            conn: Mutex::new(None),
+            conn: Reconnecting::new(),
             queues: Mutex::new(HashMap::new()),
-            flow: Mutex::new(None),
+            flow: Reconnecting::new(),
         })
     }
 
     async fn connection(&self) -> Result<RedisConnection, SinkError> {
-        let mut slot = self.conn.lock().await;
-        if let Some(c) = slot.as_ref() {
-            return Ok(c.clone());
-        }
-        let opts = RedisConnectionOptions {
-            url: self.config.redis_url.expose().to_owned(),
-            ..Default::default()
-        };
-        let conn = RedisConnection::new_managed_only(&opts)
+        self.conn
+            .get(|| async {
+                let opts = RedisConnectionOptions {
+                    url: self.config.redis_url.expose().to_owned(),
+                    ..Default::default()
+                };
+                RedisConnection::new_managed_only(&opts).await.map_err(|e| {
+                    classify(
+                        e,
+                        &format!("cannot connect to Redis at {}", self.config.redis_url),
+                    )
+                })
+            })
             .await
-            .map_err(|e| {
-                classify(
-                    e,
-                    &format!("cannot connect to Redis at {}", self.config.redis_url),
-                )
-            })?;
-        *slot = Some(conn.clone());
-        Ok(conn)
     }
 
     async fn flow_producer(&self) -> Result<Arc<FlowProducer>, SinkError> {
-        if let Some(f) = self.flow.lock().await.as_ref() {
-            return Ok(f.clone());
-        }
-        let conn = self.connection().await?;
-        let f = Arc::new(
-            FlowProducer::with_connection(conn, Some(self.config.prefix.clone()))
-                .map_err(|e| classify(e, "cannot set up the BullMQ bulk adder"))?,
-        );
-        *self.flow.lock().await = Some(f.clone());
-        Ok(f)
+        self.flow
+            .get(|| async {
+                let conn = self.connection().await?;
+                FlowProducer::with_connection(conn, Some(self.config.prefix.clone()))
+                    .map(Arc::new)
+                    .map_err(|e| classify(e, "cannot set up the BullMQ bulk adder"))
+            })
+            .await
     }
 
     async fn queue(&self, name: &str) -> Result<Arc<Queue>, SinkError> {
@@ -321,9 +317,9 @@ impl Sink for BullmqSink {
     }
 
     async fn reset(&self) {
-        *self.conn.lock().await = None;
+        self.conn.reset().await;
         self.queues.lock().await.clear();
-        *self.flow.lock().await = None;
+        self.flow.reset().await;
     }
 
     /// A plain connection to the URL first: BullMQ's managed connection

@@ -45,9 +45,43 @@ pub struct Field {
     /// Further flags and environment variables.
     pub alias_flags: Vec<&'static str>,
     pub alias_env: Vec<&'static str>,
+    /// Former keys, read with a warning (each with its flag and variable).
+    pub renamed_from: Vec<&'static str>,
+    /// The prefixes its flag and variable are made with (`kafka-`, `POSTBOX_KAFKA_`).
+    pub flag_prefix: String,
+    pub env_prefix: String,
 }
 
 impl Field {
+    /// The same setting under its former key `old`: its flag and variable.
+    pub fn former(&self, old: &'static str) -> Field {
+        Field {
+            key: old.to_owned(),
+            flag: format!("{}{}", self.flag_prefix, old.replace('_', "-")),
+            env: format!("{}{}", self.env_prefix, old.to_uppercase()),
+            alias_flags: Vec::new(),
+            alias_env: Vec::new(),
+            renamed_from: Vec::new(),
+            default: None,
+            ..self.clone()
+        }
+    }
+
+    /// What to write instead of `old`, for the warning.
+    pub fn renamed_note(&self, old: &str) -> String {
+        let at = |k: &str| match self.section {
+            "" => k.to_owned(),
+            s => format!("{s}.{k}"),
+        };
+        format!(
+            "setting {} is deprecated and will be removed: write {} (--{}, {})",
+            at(old),
+            at(&self.key),
+            self.flag,
+            self.env
+        )
+    }
+
     /// The first sentence of the doc: the `--help` line.
     pub fn summary(&self) -> String {
         let text = self
@@ -112,6 +146,13 @@ pub fn of<S: Section>() -> Vec<Field> {
             env: format!("{env_prefix}{}", key.to_uppercase()),
             alias_flags: alias.map(|a| a.flags.to_vec()).unwrap_or_default(),
             alias_env: alias.map(|a| a.env.to_vec()).unwrap_or_default(),
+            renamed_from: S::RENAMED
+                .iter()
+                .filter(|r| r.new == key)
+                .map(|r| r.old)
+                .collect(),
+            flag_prefix: flag_prefix.clone(),
+            env_prefix: env_prefix.clone(),
             key,
         });
     }

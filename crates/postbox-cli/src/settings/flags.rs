@@ -16,6 +16,8 @@ pub struct SettingsArgs {
     pub config: Option<PathBuf>,
     /// (section, key, value) for each field given as a flag or variable.
     pub set: Vec<(&'static str, String, toml::Value)>,
+    /// Warnings for settings given under a former name.
+    pub deprecated: Vec<String>,
 }
 
 fn id(f: &Field) -> String {
@@ -108,26 +110,37 @@ impl clap::FromArgMatches for SettingsArgs {
     fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
         let mut out = SettingsArgs {
             config: m.get_one::<PathBuf>("config").cloned(),
-            set: Vec::new(),
+            ..Default::default()
+        };
+        // What the user gave (defaults are the file's business), as a value.
+        let given = |f: &Field| {
+            let id = id(f);
+            matches!(
+                m.value_source(&id),
+                Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+            )
+            .then(|| {
+                let raw = m
+                    .get_many::<String>(&id)
+                    .map(|v| v.cloned().collect())
+                    .unwrap_or_default();
+                value(f, raw)
+            })
         };
         for f in super::all_fields() {
             if f.kind == Kind::FileOnly {
                 continue;
             }
-            let id = id(&f);
-            // Defaults are the file's business: only what the user gave counts.
-            if !matches!(
-                m.value_source(&id),
-                Some(ValueSource::CommandLine | ValueSource::EnvVariable)
-            ) {
-                continue;
+            // A former name first, so that the current one wins when both are given.
+            for old in &f.renamed_from {
+                if let Some(v) = given(&f.former(old)) {
+                    out.deprecated.push(f.renamed_note(old));
+                    out.set.push((f.section, f.key.clone(), v));
+                }
             }
-            let raw: Vec<String> = m
-                .get_many::<String>(&id)
-                .map(|v| v.cloned().collect())
-                .unwrap_or_default();
-            let v = value(&f, raw);
-            out.set.push((f.section, f.key, v));
+            if let Some(v) = given(&f) {
+                out.set.push((f.section, f.key, v));
+            }
         }
         Ok(out)
     }
@@ -154,6 +167,11 @@ impl clap::Args for SettingsArgs {
             for f in &fields {
                 if let Some(a) = arg(f) {
                     cmd = cmd.arg(a.help_heading(heading.clone()));
+                }
+                for old in &f.renamed_from {
+                    if let Some(a) = arg(&f.former(old)) {
+                        cmd = cmd.arg(a.hide(true));
+                    }
                 }
             }
         }

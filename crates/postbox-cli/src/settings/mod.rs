@@ -70,6 +70,8 @@ pub struct Settings {
     pub sinks: BTreeMap<String, toml::Value>,
     /// The config file they came from, if any (for error messages).
     pub file: Option<std::path::PathBuf>,
+    /// Warnings for settings given under a former name, to log once logging is up.
+    pub deprecated: Vec<String>,
 }
 
 /// A section that does not deserialise: flags and variables are checked as
@@ -135,6 +137,8 @@ impl Settings {
                 return Err(format!("`{name}` in the config file must be a table: write [{name}] and its keys below it").into());
             }
         }
+        let mut deprecated = rename_former_keys(&mut tree, args.config.as_deref())?;
+        deprecated.extend(args.deprecated.iter().cloned());
         for (section, key, value) in &args.set {
             table(&mut tree, section).insert(key.clone(), value.clone());
         }
@@ -169,8 +173,41 @@ impl Settings {
             relay,
             sinks,
             file: args.config.clone(),
+            deprecated,
         })
     }
+}
+
+/// Settings the file gives under a former name, moved to their current one;
+/// a warning for each. Both names at once is an error: which one was meant?
+fn rename_former_keys(
+    tree: &mut toml::Table,
+    file: Option<&std::path::Path>,
+) -> Result<Vec<String>, CliError> {
+    let mut notes = Vec::new();
+    for f in all_fields() {
+        for old in &f.renamed_from {
+            let t = match f.section {
+                "" => &mut *tree,
+                s => match tree.get_mut(s).and_then(toml::Value::as_table_mut) {
+                    Some(t) => t,
+                    None => continue,
+                },
+            };
+            let Some(v) = t.remove(*old) else { continue };
+            if t.contains_key(&f.key) {
+                let path = file.map(|p| p.display().to_string()).unwrap_or_default();
+                return Err(format!(
+                    "config file {path} sets both {old} and {} in [{}]: {old} is its former name; keep only {}",
+                    f.key, f.section, f.key
+                )
+                .into());
+            }
+            t.insert(f.key.clone(), v);
+            notes.push(f.renamed_note(old));
+        }
+    }
+    Ok(notes)
 }
 
 /// The table of `section` (`""`: the top level), created if missing.

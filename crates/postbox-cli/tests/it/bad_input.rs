@@ -156,7 +156,7 @@ async fn a_waiting_poison_row_holds_back_its_key_only() {
     let redis = postbox_testkit::redis_url();
     let relay = ctx.relay(
         &redis,
-        &["--max-attempts", "100", "--retry-base", "30s"],
+        &["--max-attempts", "100", "--retry-min", "30s"],
         &[],
     );
     sqlx::query(&format!("INSERT INTO {}.outbox (topic, event, key, payload) VALUES ($1, 'test.event', 'p', '\"str\"')", ctx.schema))
@@ -202,7 +202,7 @@ async fn a_waiting_poison_row_holds_back_its_key_only() {
 
 /// A retry comes when the log says it will, even sooner than the poll
 /// interval: the worker sleeps until the next waiting row is due. (It once
-/// waited for the next poll, so `--retry-base 100ms` retried every second.)
+/// waited for the next poll, so `--retry-min 100ms` retried every second.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retries_shorter_than_the_poll_interval_come_on_time() {
     let ctx = Ctx::new("retry_due").await;
@@ -212,7 +212,7 @@ async fn retries_shorter_than_the_poll_interval_come_on_time() {
         &[
             "--max-attempts",
             "5",
-            "--retry-base",
+            "--retry-min",
             "100ms",
             "--retry-max",
             "100ms",
@@ -308,7 +308,7 @@ fn help_documents_every_option_with_its_default() {
         "--backoff-min",
         "--backoff-max",
         "--max-attempts",
-        "--retry-base",
+        "--retry-min",
         "--retry-max",
         "--bullmq-redis-url",
         "--bullmq-prefix",

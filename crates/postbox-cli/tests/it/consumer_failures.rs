@@ -69,7 +69,7 @@ fn consumer(ctx: &Ctx, name: &str) -> postbox::InboxConsumer {
     )
     .retry(RetryPolicy {
         attempts: ATTEMPTS,
-        backoff: Duration::from_millis(20),
+        backoff_min: Duration::from_millis(20),
         backoff_max: Duration::from_millis(100),
     })
     .replay_poll(Duration::from_millis(100))

@@ -67,7 +67,7 @@ async fn one_relay_feeds_bullmq_and_kafka_by_route() {
     std::fs::write(
         &cfg,
         format!(
-            "sink = \"bullmq\"\n\n[kafka]\nbrokers = \"{}\"\nvalue = \"envelope\"\nmessage_timeout = \"2s\"\n[kafka.topic_map]\n\"payment.completed\" = \"{kafka_topic}\"\n\n[[routes]]\ntopic = \"payment.*\"\nsink = \"kafka\"\n",
+            "sink = \"bullmq\"\n\n[kafka]\nbrokers = \"{}\"\nvalue = \"envelope\"\nmessage_timeout = \"2s\"\n[kafka.topics]\n\"payment.completed\" = \"{kafka_topic}\"\n\n[[routes]]\ntopic = \"payment.*\"\nsink = \"kafka\"\n",
             broker.bootstrap()
         ),
     )
@@ -106,8 +106,12 @@ async fn one_relay_feeds_bullmq_and_kafka_by_route() {
     assert_eq!(env["id"], paid.event_id.to_string());
     assert_eq!(env["type"], "payment.completed");
     assert_eq!(env["key"], "order-7");
-    assert_eq!(env["payload"], serde_json::json!({"amount": 42}));
-    assert!(env["occurred_at"].is_string());
+    assert_eq!(env["data"], serde_json::json!({"amount": 42}));
+    let at = env["timestamp"].as_str().unwrap();
+    assert!(
+        chrono::DateTime::parse_from_rfc3339(at).is_ok() && at.ends_with('Z'),
+        "{at}"
+    );
     drop(relay);
     let _ = std::fs::remove_file(cfg);
     ctx.cleanup().await;
@@ -220,7 +224,7 @@ fn row(id: i64, topic: &str, key: Option<&str>, seq: u64) -> postbox_relay::Outb
 fn encoded<'a>(
     sink: &postbox_kafka::KafkaSink,
     batch: &'a [postbox_relay::OutboxEvent],
-) -> Vec<postbox_relay::Encoded<'a, Vec<u8>>> {
+) -> Vec<postbox_relay::Encoded<'a, postbox_kafka::Outgoing>> {
     use postbox_relay::Sink;
     batch
         .iter()

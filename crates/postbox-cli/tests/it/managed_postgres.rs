@@ -163,7 +163,7 @@ async fn producers_consumers_and_the_command_line_work_through_a_transaction_poo
         )
         .retry(RetryPolicy {
             attempts: 2,
-            backoff: Duration::from_millis(10),
+            backoff_min: Duration::from_millis(10),
             backoff_max: Duration::from_millis(20),
         })
         .replay_poll(Duration::from_millis(100)),

@@ -141,7 +141,7 @@ async fn retention_deletes_only_what_is_old_enough() {
             "100ms",
             "--max-attempts",
             "1000",
-            "--retry-base",
+            "--retry-min",
             "1h",
             "--retry-max",
             "2h",

@@ -217,3 +217,60 @@ fn every_command_reads_postbox_database_url_and_takes_schemas_one_way() {
         );
     }
 }
+
+/// A setting's former name (`relay.retry_base`, `kafka.topic_map`) still
+/// works for one release, in the file, as a flag and as a variable, with a
+/// warning naming what to write instead; both names at once is refused.
+#[test]
+fn former_setting_names_still_work_with_a_warning() {
+    let dir = std::env::temp_dir().join(format!("postbox-renamed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("relay.toml");
+    std::fs::write(
+        &file,
+        "sink = \"kafka\"\n[relay]\nretry_base = \"2s\"\n[kafka.topic_map]\n\"payment.completed\" = \"payments\"\n",
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    let (ok, out) = relay_output(&["--config", file, "--print-config"], &[]);
+    assert!(ok, "{out}");
+    for needle in [
+        "retry_min = \"2s\"",
+        "[kafka.topics]",
+        "\"payment.completed\" = \"payments\"",
+        "setting relay.retry_base is deprecated and will be removed: write relay.retry_min (--retry-min, POSTBOX_RETRY_MIN)",
+        "setting kafka.topic_map is deprecated and will be removed: write kafka.topics",
+    ] {
+        assert!(out.contains(needle), "{needle} missing:\n{out}");
+    }
+    assert!(!out.contains("retry_base ="), "{out}");
+
+    let (ok, out) = relay_output(&["--print-config", "--retry-base", "3s"], &[]);
+    assert!(
+        ok && out.contains("retry_min = \"3s\"") && out.contains("deprecated"),
+        "{out}"
+    );
+    let (ok, out) = relay_output(&["--print-config"], &[("POSTBOX_RETRY_BASE", "4s")]);
+    assert!(
+        ok && out.contains("retry_min = \"4s\"") && out.contains("deprecated"),
+        "{out}"
+    );
+    let (ok, out) = relay_output(
+        &["--print-config", "--retry-base", "3s", "--retry-min", "5s"],
+        &[],
+    );
+    assert!(
+        ok && out.contains("retry_min = \"5s\""),
+        "the current name wins: {out}"
+    );
+
+    let both = dir.join("both.toml");
+    std::fs::write(&both, "[relay]\nretry_base = \"2s\"\nretry_min = \"3s\"\n").unwrap();
+    let (ok, out) = relay_output(&["--config", both.to_str().unwrap(), "--print-config"], &[]);
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains("sets both retry_base and retry_min") && out.contains("keep only retry_min"),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -12,7 +12,7 @@ use std::time::Duration;
 pub const FAST_DEAD_LETTER: &[&str] = &[
     "--max-attempts",
     "2",
-    "--retry-base",
+    "--retry-min",
     "50ms",
     "--retry-max",
     "100ms",

@@ -15,7 +15,7 @@ use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{
     BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, ExchangeKind,
 };
-use postbox_relay::{Encoded, OutboxEvent, Sink, SinkError};
+use postbox_relay::{Encoded, OutboxEvent, Reconnecting, Sink, SinkError};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,17 +36,13 @@ pub struct Outgoing {
 /// Publishes outbox events to RabbitMQ exchanges.
 pub struct RabbitmqSink {
     config: RabbitmqConfig,
-    session: tokio::sync::Mutex<Option<Session>>,
+    connection: Reconnecting<Arc<Connection>>,
+    /// Publishing channels of the current connection no wave uses now. Each
+    /// wave publishes on a channel of its own: the broker refuses a message
+    /// by closing its channel, and that must cost only that wave.
+    idle: std::sync::Mutex<Vec<Channel>>,
     /// Exchanges seen to exist (or declared), and missing ones with when.
     exchanges: std::sync::Mutex<HashMap<String, Option<Instant>>>,
-}
-
-/// One connection, and its idle publishing channels. Each wave publishes
-/// on a channel of its own: the broker refuses a message by closing its
-/// channel, and that must cost only that wave.
-struct Session {
-    connection: Arc<Connection>,
-    idle: Vec<Channel>,
 }
 
 impl RabbitmqSink {
@@ -56,7 +52,8 @@ impl RabbitmqSink {
         config.validate()?;
         Ok(RabbitmqSink {
             config,
-            session: tokio::sync::Mutex::new(None),
+            connection: Reconnecting::new(),
+            idle: Default::default(),
             exchanges: Default::default(),
         })
     }
@@ -64,36 +61,28 @@ impl RabbitmqSink {
     /// A publishing channel (confirms on) for one wave, connecting afresh
     /// if needed; give it back with [`RabbitmqSink::put_back`].
     async fn channel(&self) -> Result<(Arc<Connection>, Channel), SinkError> {
-        let mut session = self.session.lock().await;
-        if let Some(s) = session.as_mut() {
-            if s.connection.status().connected() {
-                while let Some(channel) = s.idle.pop() {
-                    if channel.status().connected() {
-                        return Ok((s.connection.clone(), channel));
-                    }
-                }
-                let channel = confirming_channel(&s.connection).await?;
-                return Ok((s.connection.clone(), channel));
-            }
-        }
-        *session = None;
+        let connection = self
+            .connection
+            .get_open(|c| c.status().connected(), || self.connect())
+            .await?;
+        let idle = self.idle.lock().expect("idle channels").pop();
+        let channel = match idle.filter(|c| c.status().connected()) {
+            Some(channel) => channel,
+            None => confirming_channel(&connection).await?,
+        };
+        Ok((connection, channel))
+    }
+
+    async fn connect(&self) -> Result<Arc<Connection>, SinkError> {
         // A new connection may be to a node that restarted and lost (or
         // never had) what was seen before: look each exchange up again, and
-        // with `declare` declare it again.
+        // with `declare` declare it again. The old connection's channels go.
         self.exchanges.lock().expect("exchanges").clear();
-        let connection =
-            Connection::connect(self.config.url.expose(), ConnectionProperties::default())
-                .await
-                .map_err(|e| {
-                    classify(&e, &format!("connecting to {}", self.config.redacted_url()))
-                })?;
-        let connection = Arc::new(connection);
-        let channel = confirming_channel(&connection).await?;
-        *session = Some(Session {
-            connection: connection.clone(),
-            idle: Vec::new(),
-        });
-        Ok((connection, channel))
+        self.idle.lock().expect("idle channels").clear();
+        Connection::connect(self.config.url.expose(), ConnectionProperties::default())
+            .await
+            .map(Arc::new)
+            .map_err(|e| classify(&e, &format!("connecting to {}", self.config.redacted_url())))
     }
 
     /// A wave's channel back to the idle ones, if it is still open and of
@@ -102,9 +91,9 @@ impl RabbitmqSink {
         if !channel.status().connected() {
             return;
         }
-        if let Some(s) = self.session.lock().await.as_mut() {
-            if Arc::ptr_eq(&s.connection, connection) {
-                s.idle.push(channel);
+        if let Some(current) = self.connection.current().await {
+            if Arc::ptr_eq(&current, connection) {
+                self.idle.lock().expect("idle channels").push(channel);
             }
         }
     }
@@ -275,7 +264,8 @@ impl Sink for RabbitmqSink {
 
     /// Drop the connection after a transient failure; the next batch connects afresh.
     async fn reset(&self) {
-        *self.session.lock().await = None;
+        self.connection.reset().await;
+        self.idle.lock().expect("idle channels").clear();
     }
 
     async fn check(&self) -> Result<(), SinkError> {

@@ -69,7 +69,7 @@ pub(crate) async fn follow(
         }
     };
     let backoff = Backoff {
-        base: Duration::from_millis(100),
+        min: Duration::from_millis(100),
         max: Duration::from_secs(5),
     };
     let mut failures = 0u32;

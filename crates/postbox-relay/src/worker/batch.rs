@@ -312,7 +312,7 @@ impl Worker {
             tracing::error!(schema = %self.schema, event_id = %event.event_id, topic = %event.topic, key = event.key.as_deref(), error = %reason, "event dead-lettered");
         } else {
             let retry = Backoff {
-                base: self.config.retry_base,
+                min: self.config.retry_min,
                 max: self.config.retry_max,
             };
             let delay = retry.delay(event.attempts as u32);

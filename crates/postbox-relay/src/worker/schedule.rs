@@ -33,7 +33,7 @@ impl Pace {
             busy_poll_interval: c.busy_poll_interval,
             busy_poll_for: c.busy_poll_for,
             backoff: Backoff {
-                base: c.backoff_min,
+                min: c.backoff_min,
                 max: c.backoff_max,
             },
         }
@@ -198,7 +198,7 @@ mod tests {
             busy_poll_interval: MS,
             busy_poll_for: 100 * MS,
             backoff: Backoff {
-                base: 100 * MS,
+                min: 100 * MS,
                 max: 2000 * MS,
             },
         }

@@ -2,12 +2,12 @@
 
 use super::{call_failed, encode, endpoint, send_batches, BatchAnswer, Outgoing};
 use crate::config::SnsConfig;
-use postbox_relay::{Encoded, OutboxEvent, Sink, SinkError};
+use postbox_relay::{Encoded, OutboxEvent, Reconnecting, Sink, SinkError};
 
 /// Sends outbox events to SNS topics.
 pub struct SnsSink {
     config: SnsConfig,
-    client: tokio::sync::OnceCell<aws_sdk_sns::Client>,
+    client: Reconnecting<aws_sdk_sns::Client>,
 }
 
 impl SnsSink {
@@ -16,21 +16,14 @@ impl SnsSink {
         config.validate()?;
         Ok(SnsSink {
             config,
-            client: tokio::sync::OnceCell::new(),
+            client: Reconnecting::new(),
         })
     }
 
-    async fn client(&self) -> &aws_sdk_sns::Client {
-        self.client
-            .get_or_init(|| async {
-                let c = crate::sdk_config(
-                    self.config.region.as_deref(),
-                    self.config.endpoint_url.as_deref(),
-                )
-                .await;
-                aws_sdk_sns::Client::new(&c)
-            })
-            .await
+    async fn client(&self) -> aws_sdk_sns::Client {
+        let (region, endpoint) = (&self.config.region, &self.config.endpoint_url);
+        let make = aws_sdk_sns::Client::new;
+        crate::client::held(&self.client, region.as_deref(), endpoint.as_deref(), make).await
     }
 }
 
@@ -48,7 +41,7 @@ impl Sink for SnsSink {
 
     async fn send_wave(&self, wave: Vec<Encoded<'_, Outgoing>>) -> Vec<Result<(), SinkError>> {
         use aws_sdk_sns::types::{MessageAttributeValue, PublishBatchRequestEntry};
-        let client = self.client().await;
+        let client = &self.client().await;
         send_batches(&wave, |topic, batch| async move {
             let entries = batch.iter().map(|(i, m)| {
                 let attributes = m
@@ -103,12 +96,14 @@ impl Sink for SnsSink {
         .await
     }
 
-    async fn reset(&self) {}
+    async fn reset(&self) {
+        self.client.reset().await;
+    }
 
     /// The topic's attributes when `topic_arn` names one topic, else any
     /// answer from the service to `ListTopics`.
     async fn check(&self) -> Result<(), SinkError> {
-        let client = self.client().await;
+        let client = &self.client().await;
         let topic = &self.config.topic_arn;
         if !topic.is_empty() && !topic.contains('{') {
             return client

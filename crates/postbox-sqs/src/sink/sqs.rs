@@ -2,12 +2,12 @@
 
 use super::{call_failed, encode, endpoint, send_batches, BatchAnswer, Outgoing};
 use crate::config::SqsConfig;
-use postbox_relay::{Encoded, OutboxEvent, Sink, SinkError};
+use postbox_relay::{Encoded, OutboxEvent, Reconnecting, Sink, SinkError};
 
 /// Sends outbox events to SQS queues.
 pub struct SqsSink {
     config: SqsConfig,
-    client: tokio::sync::OnceCell<aws_sdk_sqs::Client>,
+    client: Reconnecting<aws_sdk_sqs::Client>,
 }
 
 impl SqsSink {
@@ -16,21 +16,14 @@ impl SqsSink {
         config.validate()?;
         Ok(SqsSink {
             config,
-            client: tokio::sync::OnceCell::new(),
+            client: Reconnecting::new(),
         })
     }
 
-    async fn client(&self) -> &aws_sdk_sqs::Client {
-        self.client
-            .get_or_init(|| async {
-                let c = crate::sdk_config(
-                    self.config.region.as_deref(),
-                    self.config.endpoint_url.as_deref(),
-                )
-                .await;
-                aws_sdk_sqs::Client::new(&c)
-            })
-            .await
+    async fn client(&self) -> aws_sdk_sqs::Client {
+        let (region, endpoint) = (&self.config.region, &self.config.endpoint_url);
+        let make = aws_sdk_sqs::Client::new;
+        crate::client::held(&self.client, region.as_deref(), endpoint.as_deref(), make).await
     }
 }
 
@@ -48,7 +41,7 @@ impl Sink for SqsSink {
 
     async fn send_wave(&self, wave: Vec<Encoded<'_, Outgoing>>) -> Vec<Result<(), SinkError>> {
         use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
-        let client = self.client().await;
+        let client = &self.client().await;
         send_batches(&wave, |queue, batch| async move {
             let entries = batch.iter().map(|(i, m)| {
                 let attributes = m
@@ -103,13 +96,15 @@ impl Sink for SqsSink {
         .await
     }
 
-    async fn reset(&self) {}
+    async fn reset(&self) {
+        self.client.reset().await;
+    }
 
     /// The queue's attributes when `queue_url` names one queue (a missing
     /// queue or a refused credential shows here), else any answer from the
     /// service to `ListQueues`.
     async fn check(&self) -> Result<(), SinkError> {
-        let client = self.client().await;
+        let client = &self.client().await;
         let queue = &self.config.queue_url;
         if !queue.is_empty() && !queue.contains('{') {
             return client

@@ -272,12 +272,7 @@ impl Sink for WebhookSink {
         let url = self.config.url_for(&e.topic, e.key.as_deref())?;
         let body = match self.config.body {
             BodyFormat::Payload => serde_json::to_vec(&e.payload),
-            BodyFormat::Envelope => serde_json::to_vec(&serde_json::json!({
-                "type": e.event,
-                "timestamp": e.created_at.to_rfc3339(),
-                "key": e.key,
-                "data": e.payload,
-            })),
+            BodyFormat::Envelope => serde_json::to_vec(&e.envelope()),
         }
         .map_err(|err| SinkError::rejected(format!("payload is not serialisable: {err}")))?;
         let id = e.event_id.to_string();
@@ -333,8 +328,7 @@ fn fixed_hosts(config: &WebhookConfig) -> Vec<(String, u16)> {
         if authority.is_empty() || authority.contains('{') {
             continue;
         }
-        let Ok(url) = reqwest::Url::parse(&crate::config::fill(template, "topic", Some("key")))
-        else {
+        let Some(url) = crate::config::sample_url(template) else {
             continue;
         };
         if let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) {

@@ -16,7 +16,7 @@ pub struct RetryPolicy {
     /// Handler runs before the message is dead-lettered (at least 1).
     pub attempts: u32,
     /// Wait before the second run; doubled for each further one.
-    pub backoff: Duration,
+    pub backoff_min: Duration,
     /// The longest wait between two runs.
     pub backoff_max: Duration,
 }
@@ -28,7 +28,7 @@ impl Default for RetryPolicy {
     fn default() -> Self {
         RetryPolicy {
             attempts: 5,
-            backoff: Duration::from_secs(1),
+            backoff_min: Duration::from_secs(1),
             backoff_max: Duration::from_secs(60),
         }
     }
@@ -43,12 +43,12 @@ impl RetryPolicy {
         }
     }
 
-    /// The wait after the `failures`-th failed run: `backoff · 2^(failures-1)`,
+    /// The wait after the `failures`-th failed run: `backoff_min · 2^(failures-1)`,
     /// capped at `backoff_max`, then drawn from its upper half (jitter, so
     /// consumers that failed together do not retry in lockstep).
     pub fn delay(&self, failures: u32) -> Duration {
         crate::Backoff {
-            base: self.backoff,
+            min: self.backoff_min,
             max: self.backoff_max,
         }
         .delay(failures.saturating_sub(1))
@@ -63,7 +63,7 @@ mod tests {
     fn delays_double_within_their_jitter_and_stop_at_the_cap() {
         let p = RetryPolicy {
             attempts: 10,
-            backoff: Duration::from_millis(100),
+            backoff_min: Duration::from_millis(100),
             backoff_max: Duration::from_millis(500),
         };
         for _ in 0..100 {

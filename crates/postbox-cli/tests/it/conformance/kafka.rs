@@ -59,7 +59,7 @@ impl BrokerFixture for KafkaFixture {
         let missing = format!("{queue}-missing");
         let mut refusals: Vec<Refusal> = (0..4)
             .map(|i| {
-                let words = ["does not exist", &missing, "topic_map"];
+                let words = ["does not exist", &missing, "kafka.topics"];
                 Refusal::new(&missing, &format!("m{i}"), 0, &words)
             })
             .collect();
