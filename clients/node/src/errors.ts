@@ -48,6 +48,25 @@ export class InvalidEventError extends Error {
   }
 }
 
+/**
+ * Throw it from a handler when running the message again cannot succeed (a
+ * payload that will never parse, a reference to something that does not
+ * exist): the message becomes a dead letter at once, without the retry
+ * policy's further runs and waits. Any other error is retried.
+ *
+ *     throw new PermanentError("order has no id", { cause: err });
+ */
+export class PermanentError extends Error {
+  override readonly name = "PermanentError";
+  static override [Symbol.hasInstance](v: unknown): boolean {
+    return branded(v, "PermanentError");
+  }
+  constructor(message: string, options?: ErrorOptions) {
+    super(`permanent failure (not retried): ${message}`, options);
+    brand(this, "PermanentError");
+  }
+}
+
 /** The schema has no postbox tables. */
 export class SchemaNotMigratedError extends Error {
   override readonly name = "SchemaNotMigratedError";

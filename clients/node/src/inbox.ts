@@ -5,7 +5,7 @@
 // database's failures are waited out; a COMMIT that failed without an answer
 // is resolved by looking the message up.
 import type { Pool, PoolClient } from "pg";
-import { ConsumeError, SchemaNotMigratedError, isTransientDatabaseError, isUndefinedTable } from "./errors.js";
+import { ConsumeError, PermanentError, SchemaNotMigratedError, isTransientDatabaseError, isUndefinedTable } from "./errors.js";
 import { DEFAULT_SCHEMA, checkSchemaName } from "./identifiers.js";
 import { Message } from "./message.js";
 import { chain, defaultLogger, delay, retryPolicy, sleep, type Logger, type RetryOptions, type RetryPolicy } from "./retry.js";
@@ -100,7 +100,7 @@ export class InboxConsumer {
       const error = chain(outcome.handler);
       failures += 1;
       firstFailure ??= performance.now();
-      if (failures >= this.retry.attempts) {
+      if (failures >= this.retry.attempts || outcome.handler instanceof PermanentError) {
         await this.#keepDeadLetter(message, failures, error, (performance.now() - firstFailure) / 1000, signal);
         this.#log.error("message kept as a dead letter after its handler failed", {
           consumer: this.consumer,

@@ -6,6 +6,7 @@ export {
   ConsumeError,
   InvalidEventError,
   InvalidIdentifierError,
+  PermanentError,
   SchemaNotMigratedError,
   isTransientDatabaseError,
 } from "./errors.js";

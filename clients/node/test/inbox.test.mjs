@@ -5,7 +5,7 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { ConsumeError, InboxConsumer, Message, receive } from "@postbox-rs/postbox";
+import { ConsumeError, InboxConsumer, Message, PermanentError, receive } from "@postbox-rs/postbox";
 import { DATABASE_URL, POSTBOX_BIN, dropSchema, migratedSchema, newPool, waitUntil } from "./helpers.mjs";
 
 const FAST = { attempts: 3, backoffMinMs: 10, backoffMaxMs: 20 };
@@ -114,6 +114,21 @@ test("a failing handler is retried, then kept whole as a dead letter, and replay
   );
   shutdown.abort();
   await replays;
+});
+
+test("a PermanentError is dead-lettered after one run, though the policy allows more", async () => {
+  const c = new InboxConsumer({ pool, schema, consumer: "permanent", retry: { attempts: 5, backoffMinMs: 60_000, backoffMaxMs: 60_000 } });
+  let runs = 0;
+  const neverValid = async () => {
+    runs += 1;
+    throw new PermanentError("order has no id", { cause: new Error("missing field id") });
+  };
+  assert.equal(await c.process(message("m-perm"), neverValid), "dead-lettered");
+  assert.equal(runs, 1);
+  const { rows } = await pool.query(
+    `SELECT attempts, last_error FROM ${schema}.inbox_dead_letter WHERE consumer = 'permanent' AND message_id = 'm-perm'`,
+  );
+  assert.deepEqual(rows[0], { attempts: 1, last_error: "permanent failure (not retried): order has no id: missing field id" });
 });
 
 test("a transient database error inside the handler is waited out, not counted as a failure", async () => {

@@ -85,6 +85,20 @@ pub enum EnqueueError {
     /// The event was refused; no SQL was run.
     #[error("invalid event: {0}")]
     InvalidEvent(#[from] InvalidEvent),
+    /// One event of an [`crate::Outbox::enqueue_many`] batch was refused; no
+    /// SQL was run, so none of the batch was written.
+    #[error("invalid event at index {index} of {count} (topic {topic:?}): {source}; none of the {count} events was written")]
+    InvalidEventInBatch {
+        /// Its position in the batch, from 0.
+        index: usize,
+        /// How many events the batch held.
+        count: usize,
+        /// Its topic, to find it.
+        topic: String,
+        /// Why it was refused.
+        #[source]
+        source: InvalidEvent,
+    },
     /// The schema has no postbox tables.
     #[error(
         "schema {schema:?} has no postbox tables; run `postbox migrate --schema {schema}` first"

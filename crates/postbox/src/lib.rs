@@ -38,7 +38,7 @@ pub mod wire;
 pub use backoff::Backoff;
 pub use consume::{
     handler_fn, BoxError, ConsumeError, FnHandler, Handler, HandlerFuture, InboxConsumer,
-    Processed, RetryPolicy,
+    Permanent, Processed, RetryPolicy,
 };
 pub use error::{
     EnqueueError, Error, InboxError, InvalidEvent, InvalidIdentifier, MigrateError, UnknownChoice,

@@ -169,8 +169,15 @@ impl Outbox {
         if events.is_empty() {
             return Ok(Vec::new());
         }
-        for e in &events {
-            e.validate()?;
+        let count = events.len();
+        for (index, e) in events.iter().enumerate() {
+            e.validate()
+                .map_err(|source| EnqueueError::InvalidEventInBatch {
+                    index,
+                    count,
+                    topic: e.topic.clone(),
+                    source,
+                })?;
         }
         let n = events.len();
         let (mut ids, mut topics, mut types, mut keys, mut payloads, mut headers) = (

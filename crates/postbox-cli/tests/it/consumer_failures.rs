@@ -255,3 +255,66 @@ async fn enqueue_into_an_unmigrated_schema_says_to_migrate() {
         "{err:?}"
     );
 }
+
+/// Fails every run, permanently (a payload that will never deserialize).
+struct NeverValid {
+    runs: Mutex<usize>,
+}
+
+impl Handler for NeverValid {
+    async fn handle(&self, _tx: &mut sqlx::PgConnection, msg: &Message) -> Result<(), BoxError> {
+        *self.runs.lock().unwrap() += 1;
+        #[derive(serde::Deserialize)]
+        #[allow(dead_code)]
+        struct Order {
+            id: i64,
+        }
+        let _order: Order = msg.json().map_err(postbox::Permanent::new)?;
+        Ok(())
+    }
+}
+
+/// A handler that says "do not retry" (`postbox::Permanent`) is run once and
+/// its message dead-lettered at once, its cause kept, though the policy would
+/// run it five times a minute apart.
+#[tokio::test]
+async fn a_permanent_failure_is_dead_lettered_after_one_run() {
+    let ctx = Ctx::new("permanent").await;
+    let consumer = postbox::InboxConsumer::new(
+        ctx.pool.clone(),
+        postbox::Inbox::new(&ctx.schema).unwrap(),
+        "orders",
+    )
+    .retry(RetryPolicy {
+        attempts: 5,
+        backoff_min: Duration::from_secs(60),
+        backoff_max: Duration::from_secs(60),
+    });
+    let mut msg = Message::new("m-1", &ctx.queue);
+    msg.payload = br#"{"amount": 5}"#.to_vec();
+    let handler = NeverValid {
+        runs: Mutex::new(0),
+    };
+    let done = tokio::time::timeout(
+        Duration::from_secs(20),
+        consumer.process(&msg, &handler, &CancellationToken::new()),
+    )
+    .await
+    .expect("no retry wait")
+    .unwrap();
+    assert_eq!(done, postbox::Processed::DeadLettered);
+    assert_eq!(*handler.runs.lock().unwrap(), 1);
+    let (attempts, error): (i32, String) = sqlx::query_as(&format!(
+        "SELECT attempts, last_error FROM {}.inbox_dead_letter WHERE message_id = 'm-1'",
+        ctx.schema
+    ))
+    .fetch_one(&ctx.pool)
+    .await
+    .unwrap();
+    assert_eq!(attempts, 1);
+    assert!(
+        error.contains("permanent failure (not retried)") && error.contains("missing field `id`"),
+        "{error}"
+    );
+    ctx.cleanup().await;
+}

@@ -379,3 +379,44 @@ async fn arming_never_waits_for_a_committing_producer() {
     drop(relay);
     ctx.cleanup().await;
 }
+
+/// A batch with one bad event names that event (its index and topic) and why,
+/// and writes none of the batch.
+#[tokio::test]
+async fn enqueue_many_names_the_invalid_event_and_writes_nothing() {
+    let ctx = Ctx::new("many_bad").await;
+    let mut bad = ctx.event("k", 2);
+    bad.headers = serde_json::json!(["not", "an", "object"]);
+    let mut tx = ctx.pool.begin().await.unwrap();
+    let err = ctx
+        .outbox
+        .enqueue_many(&mut tx, vec![ctx.event("k", 1), bad, ctx.event("k", 3)])
+        .await
+        .unwrap_err();
+    tx.commit().await.unwrap();
+    assert!(
+        matches!(
+            &err,
+            postbox::EnqueueError::InvalidEventInBatch {
+                index: 1,
+                count: 3,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("index 1 of 3")
+            && text.contains(&ctx.queue)
+            && text.contains("headers must be a JSON object, got an array")
+            && text.contains("none of the 3 events was written"),
+        "{text}"
+    );
+    let rows: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM {}.outbox", ctx.schema))
+        .fetch_one(&ctx.pool)
+        .await
+        .unwrap();
+    assert_eq!(rows, 0);
+    ctx.cleanup().await;
+}

@@ -13,6 +13,7 @@
 pub(crate) mod classify;
 mod dead_letter;
 mod handler;
+mod permanent;
 mod report;
 mod retry;
 
@@ -25,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 pub use handler::{handler_fn, BoxError, FnHandler, Handler, HandlerFuture};
+pub use permanent::Permanent;
 pub use retry::RetryPolicy;
 
 /// What [`InboxConsumer::process`] did with a message. In every case the
@@ -143,16 +145,16 @@ impl InboxConsumer {
         let mut failures = 0;
         let mut first_failure: Option<std::time::Instant> = None;
         loop {
-            let error = match self.transaction(msg, handler, shutdown).await? {
+            let (error, permanent) = match self.transaction(msg, handler, shutdown).await? {
                 Ok(done) => return Ok(done),
-                Err(e) => report::chain(&*e),
+                Err(e) => (report::chain(&*e), Permanent::is(&e)),
             };
             failures += 1;
             let failing_for = first_failure
                 .get_or_insert_with(std::time::Instant::now)
                 .elapsed();
             metrics::counter!("postbox_inbox_handler_failures_total", "consumer" => self.name.to_string()).increment(1);
-            if failures >= attempts {
+            if failures >= attempts || permanent {
                 self.keep_dead_letter(msg, failures, &error, failing_for, shutdown)
                     .await?;
                 metrics::counter!("postbox_inbox_dead_letters_total", "consumer" => self.name.to_string()).increment(1);

@@ -39,9 +39,9 @@ pub(crate) fn handler_failed(
 
 pub(crate) fn dead_lettered(consumer: &str, msg: &Message, attempts: u32, error: &str) {
     if subscribed() {
-        tracing::error!(consumer, message_id = %msg.id, source = %msg.source, attempts, error, "handler failed on every attempt; the message is a dead letter now (`postbox inbox-dlq list` shows it, `replay` runs it again)");
+        tracing::error!(consumer, message_id = %msg.id, source = %msg.source, attempts, error, "handler failed; the message is a dead letter now (`postbox inbox-dlq list` shows it, `replay` runs it again)");
     } else {
-        eprintln!("postbox: consumer {consumer}: handler failed {attempts} times on message {} ({}): {error}; kept as a dead letter (`postbox inbox-dlq list` shows it, `replay` runs it again)", msg.id, msg.source);
+        eprintln!("postbox: consumer {consumer}: handler failed {attempts} time(s) on message {} ({}): {error}; kept as a dead letter (`postbox inbox-dlq list` shows it, `replay` runs it again)", msg.id, msg.source);
     }
 }
 
