@@ -28,7 +28,7 @@ struct Purged {
 }
 
 /// The dry run: what would be selected, and how to act on it.
-pub(super) async fn preview(
+async fn preview(
     conn: &mut PgConnection,
     q: &Queries,
     schema: &SchemaName,
