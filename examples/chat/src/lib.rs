@@ -5,6 +5,7 @@
 //! the peer's messages only through the broker (BullMQ, RabbitMQ or NATS
 //! JetStream), de-duplicated by its inbox.
 
+mod api;
 pub mod broker;
 mod consume;
 pub mod demo;

@@ -2,8 +2,9 @@
 //! postbox fixes: INSERT and commit, then hand the event to an in-memory
 //! buffer that BullMQ drains; no inbox.
 
+use crate::api::{ApiError, Stored};
 use crate::model::{self, Message, MessageCreated};
-use crate::service::{ApiError, Stored, Svc};
+use crate::service::Svc;
 use axum::http::StatusCode;
 use axum::Json;
 use postbox_bullmq::bullmq::options::RedisConnectionOptions;
@@ -17,7 +18,7 @@ pub(crate) async fn send_naive(
     body: String,
 ) -> Result<(StatusCode, Json<Message>), ApiError> {
     let mut conn = s.pool.acquire().await?;
-    crate::service::chat_exists(s, &mut conn, id).await?;
+    crate::api::chat_exists(s, &mut conn, id).await?;
     let (mid, chat_id, body, created_at, _): Stored = sqlx::query_as(&s.q_insert)
         .bind(id)
         .bind(&body)

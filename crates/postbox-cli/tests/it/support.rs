@@ -273,11 +273,13 @@ impl postbox::Handler for Effects {
 /// The second half of a consumer-crash test: run `consume` (a fresh consumer
 /// after the first died between its inbox commit and its ack) until all `n`
 /// effects are recorded and the redelivery was skipped, then stop it, and
-/// check each effect is there once with its key `k`.
+/// check each effect is there once with its key, `key` (`None` where the
+/// broker does not carry keys).
 pub async fn recovers_once<F>(
     ctx: &Ctx,
     second: &Effects,
     n: i64,
+    key: Option<&str>,
     stop: &tokio_util::sync::CancellationToken,
     consume: F,
 ) where
@@ -293,9 +295,10 @@ pub async fn recovers_once<F>(
     let (consumed, ()) = tokio::join!(consume, judge);
     consumed.unwrap();
     let distinct: i64 = sqlx::query_scalar(&format!(
-        "SELECT count(DISTINCT message_id) FROM {}.effects WHERE key = 'k'",
+        "SELECT count(DISTINCT message_id) FROM {}.effects WHERE key IS NOT DISTINCT FROM $1",
         ctx.schema
     ))
+    .bind(key)
     .fetch_one(&ctx.pool)
     .await
     .unwrap();

@@ -4,8 +4,14 @@
 //! with [`run`] / `postbox migrate`, or take [`Migration::sql`] for your own
 //! migration tool: they are plain SQL with the schema name filled in.
 
-use crate::{sql::Queries, MigrateError, SchemaName, UnknownChoice};
+use crate::{sql::Queries, MigrateError, SchemaName};
 use sqlx::{Connection, PgConnection};
+
+mod wake_up;
+
+pub use crate::sql::publication_name;
+use wake_up::wake_up_statements;
+pub use wake_up::{wake_up_in_force, WakeUp};
 
 /// One migration file, rendered for a schema.
 #[derive(Debug, Clone)]
@@ -24,52 +30,52 @@ const FILES: &[(i32, &str, &str)] = &[
     (
         1,
         "0001_outbox",
-        include_str!("../sql/migrations/0001_outbox.sql"),
+        include_str!("../../sql/migrations/0001_outbox.sql"),
     ),
     (
         2,
         "0002_dead_letter",
-        include_str!("../sql/migrations/0002_dead_letter.sql"),
+        include_str!("../../sql/migrations/0002_dead_letter.sql"),
     ),
     (
         3,
         "0003_inbox",
-        include_str!("../sql/migrations/0003_inbox.sql"),
+        include_str!("../../sql/migrations/0003_inbox.sql"),
     ),
     (
         4,
         "0004_notify",
-        include_str!("../sql/migrations/0004_notify.sql"),
+        include_str!("../../sql/migrations/0004_notify.sql"),
     ),
     (
         5,
         "0005_wakeup",
-        include_str!("../sql/migrations/0005_wakeup.sql"),
+        include_str!("../../sql/migrations/0005_wakeup.sql"),
     ),
     (
         6,
         "0006_inbox_dead_letter",
-        include_str!("../sql/migrations/0006_inbox_dead_letter.sql"),
+        include_str!("../../sql/migrations/0006_inbox_dead_letter.sql"),
     ),
     (
         7,
         "0007_claim_by_partition",
-        include_str!("../sql/migrations/0007_claim_by_partition.sql"),
+        include_str!("../../sql/migrations/0007_claim_by_partition.sql"),
     ),
     (
         8,
         "0008_cheaper_row",
-        include_str!("../sql/migrations/0008_cheaper_row.sql"),
+        include_str!("../../sql/migrations/0008_cheaper_row.sql"),
     ),
     (
         9,
         "0009_wakeup_by_lock",
-        include_str!("../sql/migrations/0009_wakeup_by_lock.sql"),
+        include_str!("../../sql/migrations/0009_wakeup_by_lock.sql"),
     ),
     (
         10,
         "0010_claim_by_position",
-        include_str!("../sql/migrations/0010_claim_by_position.sql"),
+        include_str!("../../sql/migrations/0010_claim_by_position.sql"),
     ),
 ];
 
@@ -88,104 +94,6 @@ pub fn migrations(schema: &SchemaName) -> Vec<Migration> {
             checksum: checksum(text),
         })
         .collect()
-}
-
-/// How producers wake the relay (DESIGN.md §3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum WakeUp {
-    /// A statement-level trigger sends one NOTIFY per producer statement.
-    Statement,
-    /// No trigger: the relay finds new rows by polling only.
-    Off,
-    /// A row-level trigger at commit sends NOTIFY only while the relay worker
-    /// owning the row's partition sleeps (migration 0005): busy producers
-    /// mostly skip the NOTIFY and its global commit lock. The default: at 16
-    /// producers it kept about twice the commit rate of `Statement`.
-    #[default]
-    Adaptive,
-    /// No trigger: a publication of the outbox's inserts
-    /// ([`publication_name`]) that the relay follows by logical decoding
-    /// (pgoutput, one temporary replication slot per relay process). Producers
-    /// pay no NOTIFY; needs `wal_level = logical` and a relay role with the
-    /// REPLICATION attribute.
-    Logical,
-}
-
-pub use crate::sql::publication_name;
-
-impl std::str::FromStr for WakeUp {
-    type Err = UnknownChoice;
-    fn from_str(s: &str) -> Result<Self, UnknownChoice> {
-        match s {
-            "statement" => Ok(WakeUp::Statement),
-            "off" => Ok(WakeUp::Off),
-            "adaptive" => Ok(WakeUp::Adaptive),
-            "logical" => Ok(WakeUp::Logical),
-            other => Err(UnknownChoice {
-                what: "notify policy",
-                value: other.to_owned(),
-                choices: "\"statement\", \"adaptive\", \"logical\" or \"off\"",
-            }),
-        }
-    }
-}
-
-impl WakeUp {
-    /// The name `--notify` takes and `status` shows.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WakeUp::Statement => "statement",
-            WakeUp::Off => "off",
-            WakeUp::Adaptive => "adaptive",
-            WakeUp::Logical => "logical",
-        }
-    }
-}
-
-impl std::fmt::Display for WakeUp {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// The wake-up policy in force on `schema`, read from what is installed (a
-/// trigger, the publication, or neither); `None` when it has no outbox yet.
-pub async fn wake_up_in_force(
-    conn: &mut PgConnection,
-    schema: &SchemaName,
-) -> Result<Option<WakeUp>, sqlx::Error> {
-    let found: Option<String> =
-        crate::sql::statement_scalar(&Queries::new(schema).notify_policy_current)
-            .bind(schema.as_str())
-            .fetch_optional(&mut *conn)
-            .await?
-            .flatten();
-    Ok(found.and_then(|f| f.parse().ok()))
-}
-
-/// The statements that leave exactly one wake-up mechanism for `notify` in
-/// place (a trigger, the publication, or none): drop the others, then
-/// (re)create this one.
-fn wake_up_statements(q: &Queries, notify: WakeUp) -> Vec<&str> {
-    match notify {
-        WakeUp::Statement => vec![
-            &q.notify_adaptive_drop,
-            &q.notify_logical_drop,
-            &q.notify_trigger_create,
-        ],
-        WakeUp::Adaptive => vec![
-            &q.notify_trigger_drop,
-            &q.notify_logical_drop,
-            &q.notify_adaptive_create,
-        ],
-        WakeUp::Off => vec![
-            &q.notify_trigger_drop,
-            &q.notify_adaptive_drop,
-            &q.notify_logical_drop,
-        ],
-        // Its file drops both triggers, then (re)creates the publication.
-        WakeUp::Logical => vec![&q.notify_logical_create],
-    }
 }
 
 /// Exactly what [`run`] (with `Some(notify)`) or [`upgrade`] (with `None`)
@@ -418,69 +326,4 @@ fn checksum(text: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn versions_are_increasing_and_named_after_files() {
-        let ms = migrations(&SchemaName::new("s").unwrap());
-        for (i, m) in ms.iter().enumerate() {
-            assert_eq!(m.version, i as i32 + 1);
-            assert!(m.name.starts_with(&format!("{:04}_", m.version)));
-            assert!(m.sql.contains("s."), "{}", m.name);
-        }
-    }
-
-    #[test]
-    fn a_script_records_each_migration_and_sets_the_policy_asked_for() {
-        let s = SchemaName::new("shop").unwrap();
-        let all = script(&s, None, 0);
-        let last = FILES.last().unwrap().0;
-        for m in migrations(&s) {
-            let record = format!("VALUES ({}, '{}', '{}')", m.version, m.name, m.checksum);
-            assert!(all.contains(&record), "{record}");
-        }
-        assert!(all.contains("CREATE TABLE IF NOT EXISTS shop.postbox_migrations"));
-        assert!(
-            all.ends_with("FOR EACH ROW EXECUTE FUNCTION shop.postbox_outbox_notify_adaptive();\n")
-        );
-        // The statement trigger of migration 0004 is dropped again.
-        assert!(all.contains("DROP TRIGGER IF EXISTS outbox_notify ON shop.outbox"));
-
-        let statement = script(&s, Some(WakeUp::Statement), 0);
-        assert!(statement.contains("-- wake-up policy: statement"));
-        assert!(statement.contains("DROP TRIGGER IF EXISTS outbox_notify_adaptive"));
-        assert!(script(&s, Some(WakeUp::Logical), 0).contains("CREATE PUBLICATION"));
-
-        // An upgrade script: only what comes after `since`, and the policy
-        // left alone unless asked for.
-        let upgrade = script(&s, None, last - 1);
-        assert_eq!(
-            upgrade
-                .matches("INSERT INTO shop.postbox_migrations")
-                .count(),
-            1
-        );
-        assert!(!upgrade.contains("wake-up policy"));
-        assert!(script(&s, Some(WakeUp::Off), last - 1).contains("wake-up policy: off"));
-        assert!(script(&s, None, last).contains("postbox_migrations"));
-    }
-
-    #[test]
-    fn notify_policies_parse() {
-        for (text, n) in [
-            ("statement", WakeUp::Statement),
-            ("adaptive", WakeUp::Adaptive),
-            ("logical", WakeUp::Logical),
-            ("off", WakeUp::Off),
-        ] {
-            assert_eq!(text.parse::<WakeUp>().unwrap(), n);
-            assert_eq!(n.to_string(), text);
-        }
-        assert!("wal"
-            .parse::<WakeUp>()
-            .unwrap_err()
-            .to_string()
-            .contains("\"logical\""));
-    }
-}
+mod tests;
