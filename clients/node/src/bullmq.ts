@@ -9,14 +9,16 @@ import { InboxConsumer, type Handler, type InboxOptions } from "./inbox.js";
 import { RepeatedErrors, chain, defaultLogger, sleep } from "./retry.js";
 import { Message } from "./message.js";
 import { TRACEPARENT, TRACESTATE, traceparentProblem } from "./trace.js";
+import { BULLMQ_META_FIELD, BULLMQ_META_HEADERS, BULLMQ_META_KEY } from "./wire.js";
 
 /** The job-data field where the relay puts the producer's trace context. */
 export const TRACE_FIELD = "_trace";
 
 /**
  * The job as a handler sees it: id = job id (the relay sets it to the outbox
- * event id), topic = queue, name = job name, payload = the job's data as JSON
- * without the trace field, whose context becomes `traceparent`/`tracestate` headers.
+ * event id), topic = queue, name = job name, key and headers from the relay's
+ * `_postbox` field, payload = the job's data as JSON without the relay's fields;
+ * the trace field's context becomes `traceparent`/`tracestate` headers.
  */
 export function messageFromJob(queue: string, job: Job): Message {
   const id = job.id ?? "";
@@ -25,16 +27,34 @@ export function messageFromJob(queue: string, job: Job): Message {
   message.source = `bullmq queue ${queue} job ${id}`;
   let data: unknown = job.data;
   const trace = traceOf(data);
-  if (trace && typeof data === "object" && data !== null && !Array.isArray(data)) {
+  if (trace && isObject(data)) {
     // The field is the relay's only when it holds a trace context; a payload's
     // own `_trace` stays in the payload.
-    const { [TRACE_FIELD]: _dropped, ...rest } = data as Record<string, unknown>;
+    const { [TRACE_FIELD]: _dropped, ...rest } = data;
     data = rest;
     message.headers.push([TRACEPARENT, trace.traceparent]);
     if (trace.tracestate) message.headers.push([TRACESTATE, trace.tracestate]);
   }
+  // The event's key and headers, which the relay puts beside the payload's fields.
+  const meta = isObject(data) ? data[BULLMQ_META_FIELD] : undefined;
+  if (isObject(data) && isObject(meta)) {
+    const { [BULLMQ_META_FIELD]: _meta, ...rest } = data;
+    data = rest;
+    const key = meta[BULLMQ_META_KEY];
+    if (typeof key === "string") message.key = key;
+    const headers = meta[BULLMQ_META_HEADERS];
+    if (isObject(headers)) {
+      for (const [name, value] of Object.entries(headers)) {
+        if (typeof value === "string") message.headers.push([name, value]);
+      }
+    }
+  }
   message.payload = Buffer.from(JSON.stringify(data ?? null));
   return message;
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 function traceOf(data: unknown): { traceparent: string; tracestate?: string } | null {

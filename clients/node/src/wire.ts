@@ -41,6 +41,15 @@ export const WEBHOOK_TIMESTAMP = "webhook-timestamp";
 /** Standard Webhooks header: `v1,<base64 HMAC-SHA256>` signatures. */
 export const WEBHOOK_SIGNATURE = "webhook-signature";
 
+/** BullMQ job-data field holding the event's key and headers beside the payload's own fields (`{"key": …, "headers": {…}}`, each part only when there is one; the trace context has its own field, `_trace`). */
+export const BULLMQ_META_FIELD = "_postbox";
+
+/** Key of the BullMQ meta field: the ordering key. */
+export const BULLMQ_META_KEY = "key";
+
+/** Key of the BullMQ meta field: the row's headers (trace context excepted) as one object of strings. */
+export const BULLMQ_META_HEADERS = "headers";
+
 /** Envelope field (`value = "envelope"` on Kafka, `body = "envelope"` on webhooks): the outbox event id. */
 export const ENVELOPE_ID = "id";
 

@@ -9,7 +9,7 @@ import { cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, write
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { inboxWorker } from "@postbox-rs/postbox/bullmq";
+import { inboxWorker, messageFromJob } from "@postbox-rs/postbox/bullmq";
 import { DATABASE_URL, acrossARelayKill, dropSchema, effectsTable, migratedSchema, newPool, recorder, redisConnection, waitUntil } from "./helpers.mjs";
 
 let pool, schema, queueName, queue;
@@ -52,6 +52,28 @@ test("events cross a relay kill once each, in per-key order; a re-sent job is sk
   } finally {
     await worker.close();
   }
+});
+
+test("a job's key and headers come back from the relay's _postbox field; the payload's own fields stay", () => {
+  const job = {
+    id: "e-1",
+    name: "order.created",
+    data: {
+      id: 44,
+      _trace: { traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" },
+      _postbox: { key: "order-44", headers: { "x-producer": "task-0" } },
+    },
+  };
+  const m = messageFromJob("orders", job);
+  assert.equal(m.key, "order-44");
+  assert.deepEqual(m.headers, [
+    ["traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"],
+    ["x-producer", "task-0"],
+  ]);
+  assert.deepEqual(JSON.parse(m.payload.toString()), { id: 44 });
+  const plain = messageFromJob("orders", { id: "e-2", name: "x", data: { id: 45 } });
+  assert.equal(plain.key, null);
+  assert.deepEqual(JSON.parse(plain.payload.toString()), { id: 45 });
 });
 
 test("an unreachable Redis is logged once per 30 s, not per reconnect, and close() still finishes", async () => {
@@ -108,7 +130,7 @@ test("without ioredis installed, the worker says what to install once and closes
     writeFileSync(
       join(dir, "main.mjs"),
       `import pg from "pg";
-       import { inboxWorker } from "@postbox-rs/postbox/bullmq";
+       import { inboxWorker, messageFromJob } from "@postbox-rs/postbox/bullmq";
        const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });
        const lines = [];
        const say = (m) => { lines.push(m); console.log(m); };

@@ -24,8 +24,9 @@ pub fn trace_context(job: &Job) -> Option<postbox::TraceContext> {
 }
 
 /// The job as a handler sees it: id = job id (the relay sets it to the
-/// outbox event id), topic = queue, name = job name, payload = the job's data
-/// as JSON without the trace field, whose context becomes the
+/// outbox event id), topic = queue, name = job name, key and headers from
+/// the relay's `_postbox` field, payload = the job's data as JSON without
+/// the relay's fields; the trace field's context becomes the
 /// `traceparent`/`tracestate` headers.
 pub fn message(queue: &str, job: &Job) -> Message {
     let mut msg = Message::new(job.id(), queue);
@@ -33,17 +34,41 @@ pub fn message(queue: &str, job: &Job) -> Message {
     msg.source = format!("bullmq queue {queue} job {}", job.id());
     let trace = trace_context(job);
     let data = job.data();
-    // The field is the relay's only when it holds a trace context; a
-    // payload's own `_trace` stays in the payload.
+    let meta = data
+        .get(postbox::wire::BULLMQ_META_FIELD)
+        .and_then(serde_json::Value::as_object);
+    // Each field is the relay's only when it holds what the relay puts there;
+    // a payload's own `_trace` stays in the payload.
     msg.payload = match data.as_object() {
-        Some(fields) if trace.is_some() => {
+        Some(fields) if trace.is_some() || meta.is_some() => {
             let mut fields = fields.clone();
-            fields.remove(crate::TRACE_FIELD);
+            if trace.is_some() {
+                fields.remove(crate::TRACE_FIELD);
+            }
+            if meta.is_some() {
+                fields.remove(postbox::wire::BULLMQ_META_FIELD);
+            }
             serde_json::to_vec(&fields)
         }
         _ => serde_json::to_vec(data),
     }
     .unwrap_or_default();
+    if let Some(meta) = meta {
+        msg.key = meta
+            .get(postbox::wire::BULLMQ_META_KEY)
+            .and_then(|k| k.as_str())
+            .map(str::to_owned);
+        if let Some(headers) = meta
+            .get(postbox::wire::BULLMQ_META_HEADERS)
+            .and_then(|h| h.as_object())
+        {
+            for (name, value) in headers {
+                if let Some(text) = value.as_str() {
+                    msg.headers.push((name.clone(), text.to_owned()));
+                }
+            }
+        }
+    }
     if let Some(tc) = trace {
         msg.headers
             .push((postbox::trace::TRACEPARENT.into(), tc.traceparent));

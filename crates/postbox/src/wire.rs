@@ -37,6 +37,16 @@ pub const WEBHOOK_TIMESTAMP: &str = "webhook-timestamp";
 /// Standard Webhooks header: `v1,<base64 HMAC-SHA256>` signatures.
 pub const WEBHOOK_SIGNATURE: &str = "webhook-signature";
 
+/// BullMQ job-data field holding the event's key and headers beside the
+/// payload's own fields (`{"key": …, "headers": {…}}`, each part only when
+/// there is one; the trace context has its own field, `_trace`).
+pub const BULLMQ_META_FIELD: &str = "_postbox";
+/// Key of the BullMQ meta field: the ordering key.
+pub const BULLMQ_META_KEY: &str = "key";
+/// Key of the BullMQ meta field: the row's headers (trace context excepted)
+/// as one object of strings.
+pub const BULLMQ_META_HEADERS: &str = "headers";
+
 /// Envelope field (`value = "envelope"` on Kafka, `body = "envelope"` on
 /// webhooks): the outbox event id.
 pub const ENVELOPE_ID: &str = "id";

@@ -29,19 +29,20 @@ use tokio::sync::Mutex;
 /// batches sent as transactions measured worse latency (`postbox-bench latency`).
 const TRANSACTION_MIN_DEPTH: usize = 3;
 
-/// A job's data: the payload as it is, or a copy with the trace context added.
+/// A job's data: the payload as it is, or a copy with the relay's fields
+/// (the trace context, the key and headers) added beside its own.
 pub enum JobData {
     /// The row's payload.
     Payload,
-    /// The payload with the trace field added.
-    Traced(Value),
+    /// The payload with the relay's fields added.
+    Extended(Value),
 }
 
 impl JobData {
     fn of<'a>(&'a self, e: &'a OutboxEvent) -> &'a Value {
         match self {
             JobData::Payload => &e.payload,
-            JobData::Traced(v) => v,
+            JobData::Extended(v) => v,
         }
     }
 }
@@ -139,14 +140,10 @@ impl BullmqSink {
                 kind(&e.payload)
             )));
         }
-        // The trace context goes under `trace_field`, never over a payload field.
-        let field = self.config.trace_field.as_str();
-        let data = match (&e.payload, postbox_relay::headers::trace_context(e)) {
-            (Value::Object(map), Some(tc)) if !field.is_empty() && !map.contains_key(field) => {
-                let mut map = map.clone();
-                map.insert(field.to_owned(), tc.to_json());
-                JobData::Traced(Value::Object(map))
-            }
+        let data = match &e.payload {
+            Value::Object(map) => self.extended(e, map)?,
+            // Nothing can go beside a payload that is not an object
+            // (`payload = "any"`): it travels alone, as documented.
             _ => JobData::Payload,
         };
         // Counted, not buffered: the crate serialises the data again to send it.
@@ -159,6 +156,53 @@ impl BullmqSink {
             )));
         }
         Ok(data)
+    }
+}
+
+impl BullmqSink {
+    /// The payload's fields and, beside them, the trace context under
+    /// `trace_field` (never over a payload field) and the key and headers
+    /// under `_postbox`, each only when the event has one.
+    fn extended(
+        &self,
+        e: &OutboxEvent,
+        payload: &serde_json::Map<String, Value>,
+    ) -> Result<JobData, SinkError> {
+        use postbox::wire::{BULLMQ_META_FIELD, BULLMQ_META_HEADERS, BULLMQ_META_KEY};
+        let mut added = serde_json::Map::new();
+        let field = self.config.trace_field.as_str();
+        if let Some(tc) = postbox_relay::headers::trace_context(e) {
+            if !field.is_empty() && !payload.contains_key(field) {
+                added.insert(field.to_owned(), tc.to_json());
+            }
+        }
+        let mut meta = serde_json::Map::new();
+        if let Some(key) = &e.key {
+            meta.insert(BULLMQ_META_KEY.into(), Value::String(key.clone()));
+        }
+        let trace = [postbox::trace::TRACEPARENT, postbox::trace::TRACESTATE];
+        let headers: serde_json::Map<String, Value> = postbox_relay::headers::forwarded(e)
+            .into_iter()
+            .filter(|(name, _)| !trace.contains(name))
+            .map(|(name, text)| (name.to_owned(), Value::String(text)))
+            .collect();
+        if !headers.is_empty() {
+            meta.insert(BULLMQ_META_HEADERS.into(), Value::Object(headers));
+        }
+        if !meta.is_empty() {
+            if payload.contains_key(BULLMQ_META_FIELD) {
+                return Err(SinkError::rejected(format!(
+                    "the payload has a field {BULLMQ_META_FIELD:?} of its own, where the sink carries the event's key and headers: rename it"
+                )));
+            }
+            added.insert(BULLMQ_META_FIELD.into(), Value::Object(meta));
+        }
+        if added.is_empty() {
+            return Ok(JobData::Payload);
+        }
+        let mut map = payload.clone();
+        map.extend(added);
+        Ok(JobData::Extended(Value::Object(map)))
     }
 }
 
@@ -289,7 +333,7 @@ impl Sink for BullmqSink {
                 queue_name: m.event.topic.clone(),
                 data: match m.message {
                     JobData::Payload => m.event.payload.clone(),
-                    JobData::Traced(v) => v,
+                    JobData::Extended(v) => v,
                 },
                 opts: Some(JobOptions {
                     job_id: Some(m.event.event_id.to_string()),

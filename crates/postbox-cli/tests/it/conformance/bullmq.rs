@@ -10,8 +10,7 @@ use postbox_testkit::Proxy;
 use redis::AsyncCommands;
 use serde_json::Value;
 
-// issue 52: the BullMQ sink does not carry headers or key yet
-conformance!(BullmqFixture, killable_broker, inbox_consumer; no_headers);
+conformance!(BullmqFixture, killable_broker, inbox_consumer);
 
 /// The shared Redis (or one of the test's own, AOF on): a BullMQ queue per
 /// topic, which the first add makes.
@@ -34,8 +33,9 @@ async fn bullmq_read(url: &str, queue: &str) -> (Value, Vec<Value>) {
 
 /// A job as the suite compares it: the job id is the event id, its name the
 /// event type; a trace context the relay put under the data's `_trace` is
-/// the row's `traceparent`/`tracestate`, the rest of the data its payload
-/// (as the inbox worker's `message` reads it).
+/// the row's `traceparent`/`tracestate`, the key and other headers are under
+/// `_postbox`, the rest of the data its payload (as the inbox worker's
+/// `message` reads it).
 fn arrived(job: Value) -> Arrived {
     let mut payload = job["data"].clone();
     let field = postbox_bullmq::TRACE_FIELD;
@@ -44,15 +44,22 @@ fn arrived(job: Value) -> Arrived {
         Some(data) if traced => data.remove(field),
         _ => None,
     };
+    let meta = payload
+        .as_object_mut()
+        .and_then(|data| data.remove(postbox::wire::BULLMQ_META_FIELD))
+        .unwrap_or_default();
+    let mut headers = trace
+        .and_then(|t| t.as_object().cloned())
+        .unwrap_or_default();
+    if let Some(more) = meta["headers"].as_object() {
+        headers.extend(more.clone());
+    }
     Arrived {
         id: job["id"].as_str().unwrap().to_owned(),
-        // Issue 52: the key is not on the job.
-        key: None,
+        key: meta["key"].as_str().map(str::to_owned),
         event: job["name"].as_str().map(str::to_owned),
         payload,
-        headers: trace
-            .and_then(|t| t.as_object().cloned())
-            .unwrap_or_default(),
+        headers,
         raw: job,
     }
 }
@@ -61,8 +68,6 @@ impl BrokerFixture for BullmqFixture {
     const NAME: &'static str = "bullmq";
     // A job id that exists (each job's is its event id) is not added again.
     const DROPS_RESENDS: bool = true;
-    // issue 52: the BullMQ sink does not carry headers or key yet
-    const CARRIES_KEY: bool = false;
 
     async fn start(queue: &str, broker: Broker) -> Self {
         // appendonly yes, appendfsync always: SIGKILL loses nothing acknowledged.

@@ -55,8 +55,7 @@ pub async fn inbox_consumer_applies_each_message_once_across_a_crash<F: Consumer
     let second = Effects::new(&ctx.schema, None);
     let stop = stop();
     let consume = fx.consume(&ctx.queue, consumer(&inbox, &second, 2, &stop));
-    let key = F::CARRIES_KEY.then_some("k");
-    recovers_once(&ctx, &second, 30, key, &stop, consume).await;
+    recovers_once(&ctx, &second, 30, Some("k"), &stop, consume).await;
     let traced: i64 = sqlx::query_scalar(&format!(
         "SELECT count(*) FROM {0}.effects e JOIN {0}.outbox o ON o.event_id::text = e.message_id
           WHERE e.traceparent = o.headers->>'traceparent'",

@@ -73,10 +73,6 @@ pub trait BrokerFixture: Sized {
     /// The broker drops a re-sent event id (a message id, a FIFO
     /// deduplication id): what it holds is each event once.
     const DROPS_RESENDS: bool;
-    /// The message names the row's key (a header, a subject, a routing key,
-    /// a group), which the suite checks. Only a sink with an issue open for
-    /// it says no (issue 52: BullMQ).
-    const CARRIES_KEY: bool = true;
 
     /// The broker for a test whose topic (where the broker names one) is `queue`.
     async fn start(queue: &str, broker: Broker) -> Self;

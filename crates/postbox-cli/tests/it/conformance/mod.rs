@@ -62,17 +62,12 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// A test of every guarantee for a fixture: `conformance!(Fixture)`, then
-/// the capabilities it has (`killable_broker`, `inbox_consumer`). A sink
-/// that does not forward a row's headers yet says so, `; no_headers` after
-/// them, which leaves their test out (only for a gap with an issue of its own).
+/// the capabilities it has (`killable_broker`, `inbox_consumer`).
 macro_rules! conformance {
-    ($fixture:ty $(, $capability:ident)*; no_headers) => {
-        $crate::conformance::tests!(core, $fixture);
-        $($crate::conformance::tests!($capability, $fixture);)*
-    };
     ($fixture:ty $(, $capability:ident)* $(,)?) => {
-        $crate::conformance::conformance!($fixture $(, $capability)*; no_headers);
+        $crate::conformance::tests!(core, $fixture);
         $crate::conformance::tests!(headers, $fixture);
+        $($crate::conformance::tests!($capability, $fixture);)*
     };
 }
 pub(crate) use conformance;
@@ -147,13 +142,10 @@ pub(super) async fn rows(ctx: &Ctx) -> HashMap<String, Row> {
     .collect()
 }
 
-/// What every sink carries: the key (where it does), the event type, the
-/// payload intact, and each of the row's headers as text; then the
-/// fixture's own mapping.
+/// What every sink carries: the key, the event type, the payload intact,
+/// and each of the row's headers as text; then the fixture's own mapping.
 pub(super) fn check<F: BrokerFixture>(fx: &F, m: &Arrived, row: &Row) {
-    if F::CARRIES_KEY {
-        assert_eq!(m.key.as_deref(), Some(row.key.as_str()), "key: {m:?}");
-    }
+    assert_eq!(m.key.as_deref(), Some(row.key.as_str()), "key: {m:?}");
     assert_eq!(m.event.as_deref(), Some("test.event"), "event: {m:?}");
     assert_eq!(m.payload, row.payload, "payload intact: {m:?}");
     for (name, value) in row.headers.as_object().into_iter().flatten() {
