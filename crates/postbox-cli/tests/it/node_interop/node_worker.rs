@@ -61,7 +61,11 @@ async fn node_worker_processes_relayed_jobs() {
             .get(id)
             .unwrap_or_else(|| panic!("Node processed job {id}, which is no outbox event_id"));
         assert_eq!(job["name"], json!(event), "job {id}: name");
-        assert_eq!(&job["data"], *payload, "job {id}: data");
+        // The payload's fields untouched, the key beside them under `_postbox`.
+        let mut data = job["data"].clone();
+        let meta = data.as_object_mut().unwrap().remove("_postbox");
+        assert_eq!(&data, *payload, "job {id}: data");
+        assert_eq!(meta, Some(json!({"key": payload["key"]})), "job {id}: key");
         seen.push((
             id.to_owned(),
             job["data"]["key"].as_str().unwrap().to_owned(),

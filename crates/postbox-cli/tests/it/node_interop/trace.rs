@@ -59,11 +59,13 @@ async fn trace_context_reaches_node_and_rust_consumers() {
         .collect();
     assert_eq!(
         data,
+        // Beside the payload's fields: the key under `_postbox`, the trace
+        // context under `_trace` unless the payload has a `_trace` of its own.
         vec![
-            json!({"n": 0, "_trace": {"traceparent": tp(0), "tracestate": "congo=t61rcWkgMzE"}}),
-            json!({"n": 1, "_trace": {"traceparent": tp(1)}}),
-            json!({"n": 2}),
-            json!({"n": 3, "_trace": "mine"}),
+            json!({"n": 0, "_trace": {"traceparent": tp(0), "tracestate": "congo=t61rcWkgMzE"}, "_postbox": {"key": "t"}}),
+            json!({"n": 1, "_trace": {"traceparent": tp(1)}, "_postbox": {"key": "t"}}),
+            json!({"n": 2, "_postbox": {"key": "t"}}),
+            json!({"n": 3, "_trace": "mine", "_postbox": {"key": "t"}}),
         ]
     );
 
