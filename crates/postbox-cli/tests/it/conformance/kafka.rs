@@ -38,7 +38,11 @@ impl BrokerFixture for KafkaFixture {
     async fn read(&self, topic: &str, n: usize) -> Vec<Arrived> {
         let header =
             |m: &serde_json::Value, name: &str| m["headers"][name].as_str().map(str::to_owned);
-        kafka_consume_independent(&self.broker.bootstrap(), topic, n, 60)
+        // A relay killed inside a Kafka transaction leaves it open; the
+        // reader (read_committed) waits until the broker aborts it, which on
+        // a loaded machine took longer than a minute once (the test broker's
+        // timeout, not the relay's `transaction.timeout.ms`, seems to decide).
+        kafka_consume_independent(&self.broker.bootstrap(), topic, n, 150)
             .await
             .into_iter()
             .map(|m| Arrived {
