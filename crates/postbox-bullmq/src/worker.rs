@@ -80,10 +80,19 @@ pub fn message(queue: &str, job: &Job) -> Message {
 }
 
 /// Worker options that reach Redis at `redis_url` (`redis://…` or
-/// `rediss://…`), BullMQ's defaults otherwise.
+/// `rediss://…`), BullMQ's defaults otherwise, except `drain_delay`: 1 s
+/// instead of 5.
+///
+/// An idle worker waits for the next job in one blocking Redis call of up to
+/// `drain_delay` seconds, and closing it waits for that call to end: at 5 s,
+/// an idle consumer took up to 5 s to stop. At 1 s it stops within about a
+/// second, for one extra round trip to Redis per idle second (a new job
+/// still wakes the worker at once). Set `opts.drain_delay` (whole seconds, at
+/// least 1) to change it.
 pub fn worker_options(redis_url: &str) -> WorkerOptions {
     let mut opts = WorkerOptions::default();
     opts.connection.url = redis_url.to_owned();
+    opts.drain_delay = 1;
     opts
 }
 

@@ -138,6 +138,7 @@ impl Filter {
             .bind(self.newer_than.map(|d| d.as_secs_f64()))
             .bind(self.error.as_deref())
             .bind((!self.ids.is_empty()).then_some(self.ids.as_slice()))
+            .bind(None::<&str>) // the console's error fingerprint
     }
 }
 
@@ -331,6 +332,7 @@ async fn select(
     let rows = filter
         .bind(statement_as(&q.inbox_dead_letter_list))
         .bind(limit)
+        .bind(None::<i64>)
         .fetch_all(&mut *tx)
         .await?;
     tx.commit().await?;

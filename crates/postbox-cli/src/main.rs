@@ -3,6 +3,7 @@
 
 mod admin;
 mod connection;
+mod console;
 mod demo;
 mod dlq;
 mod grant;
@@ -65,6 +66,8 @@ enum Command {
     InboxDlq(inbox_dlq::Args),
     /// Pending rows, retries and dead letters per topic, and which relays own which partitions.
     Status(status::Args),
+    /// The operator console: a web UI and JSON API over lag, relays, halted keys and dead letters.
+    Console(console::Args),
 }
 
 // mimalloc rather than the system allocator: the relay allocates per event
@@ -101,6 +104,7 @@ fn main() -> ExitCode {
             Command::InboxDlq(a) => inbox_dlq::run(a).await,
             Command::Grant(a) => grant::run(a).await,
             Command::Status(a) => status::run(a).await,
+            Command::Console(a) => console::run(a, shutdown_signal()).await,
         }
     });
     match result {

@@ -4,12 +4,8 @@
 use crate::connection::{connect, DatabaseUrl, Flag};
 use crate::table::{clip, table};
 use crate::CliError;
-use chrono::{DateTime, Utc};
-use postbox::sql::{statement_as, Queries};
 use postbox::{SchemaName, PARTITIONS};
-use serde::Serialize;
-use sqlx::Connection;
-use std::collections::BTreeMap;
+use postbox_console::ops::status::{age, schema_status, SchemaStatus};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -28,83 +24,6 @@ pub struct Args {
     json: bool,
 }
 
-#[derive(Serialize)]
-struct SchemaStatus {
-    schema: String,
-    /// How relays read this outbox: `position` (each claim starts where the
-    /// last one ended, migration 0010) or `head` (each claim reads every
-    /// partition from its first unsent row; the schema needs `postbox
-    /// migrate`).
-    read_path: &'static str,
-    /// How producers wake the relays, as installed on the outbox: `adaptive`,
-    /// `statement`, `logical` or `off` (`postbox migrate --notify` changes it).
-    wake_up: &'static str,
-    /// Unsent rows (all topics).
-    pending: i64,
-    /// Age of the oldest unsent row, in seconds (null when none).
-    oldest_pending_age_seconds: Option<f64>,
-    /// Unsent rows waiting out a retry backoff (next_attempt_at in the future).
-    retrying: i64,
-    dead_letters: i64,
-    /// The consumers' dead letters (`postbox inbox-dlq`), all consumers.
-    consumer_dead_letters: i64,
-    topics: Vec<TopicStatus>,
-    consumers: Vec<ConsumerStatus>,
-    relays: Vec<Instance>,
-    partitions_owned: usize,
-    /// Partitions no relay session owns right now, as ranges ("" when none).
-    partitions_unowned: String,
-}
-
-#[derive(sqlx::FromRow, Serialize)]
-struct TopicStatus {
-    topic: String,
-    pending: i64,
-    oldest_pending_age_seconds: Option<f64>,
-    retrying: i64,
-    dead_letters: i64,
-}
-
-/// One consumer's dead letters.
-#[derive(sqlx::FromRow, Serialize)]
-struct ConsumerStatus {
-    consumer: String,
-    dead_letters: i64,
-    /// Asked to replay (`postbox inbox-dlq replay`), not yet taken by a
-    /// running consumer of that name.
-    replay_waiting: i64,
-}
-
-#[derive(sqlx::FromRow)]
-struct Session {
-    pid: i32,
-    application_name: Option<String>,
-    client_addr: Option<String>,
-    backend_start: Option<DateTime<Utc>>,
-    partitions: Vec<i32>,
-}
-
-/// One relay process (or an unknown session holding postbox locks).
-#[derive(Serialize)]
-struct Instance {
-    /// `postbox-relay:<pid>:<id>`: the prefix of its sessions' application_name.
-    instance: String,
-    /// The relay's process id on its host, from the instance name.
-    process_id: Option<u32>,
-    /// Its worker sessions on this schema.
-    sessions: usize,
-    /// Backend pids of those sessions (for `pg_terminate_backend`).
-    backend_pids: Vec<i32>,
-    partitions: Vec<i32>,
-    /// The same partitions, compact: `0-15,32-47`.
-    partition_ranges: String,
-    /// Client address of its sessions (null for a Unix socket, or without the
-    /// privilege to see other roles' sessions).
-    client_addr: Option<String>,
-    /// Start of its oldest session on this schema (pg_stat_activity.backend_start).
-    session_start: Option<DateTime<Utc>>,
-}
-
 pub async fn run(a: Args) -> Result<(), CliError> {
     let schemas = a
         .schemas
@@ -114,29 +33,7 @@ pub async fn run(a: Args) -> Result<(), CliError> {
     let mut conn = connect(a.database_url.required()?, "postbox status").await?;
     let mut out = Vec::new();
     for schema in &schemas {
-        // One transaction per schema: behind a transaction pooler, each
-        // statement's parse and execute reach the same server session
-        // (postbox::sql::statement), and the figures come from one snapshot.
-        let mut tx = conn.begin().await?;
-        let read_path = read_path(&mut tx, schema).await?;
-        let wake_up = postbox::migrate::wake_up_in_force(&mut tx, schema)
-            .await?
-            .unwrap_or_default()
-            .as_str();
-        let q = Queries::new(schema);
-        let topics: Vec<TopicStatus> = statement_as(&q.status_topics).fetch_all(&mut *tx).await?;
-        let sessions: Vec<Session> = statement_as(&q.status_relays)
-            .bind(schema.as_str())
-            .fetch_all(&mut *tx)
-            .await?;
-        let consumers: Vec<ConsumerStatus> = statement_as(&q.status_inbox_dead_letters)
-            .fetch_all(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        let mut s = summarize(schema, read_path, wake_up, topics, sessions);
-        s.consumer_dead_letters = consumers.iter().map(|c| c.dead_letters).sum();
-        s.consumers = consumers;
-        out.push(s);
+        out.push(schema_status(&mut conn, schema).await?);
     }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
@@ -149,98 +46,6 @@ pub async fn run(a: Args) -> Result<(), CliError> {
         }
     }
     Ok(())
-}
-
-/// Which read path relays use on `schema`. A schema one migration behind
-/// this build (during an upgrade) is still reported; older ones are refused.
-async fn read_path(
-    conn: &mut sqlx::PgConnection,
-    schema: &SchemaName,
-) -> Result<&'static str, CliError> {
-    use postbox::migrate::{ensure_migrated, CLAIM_BY_POSITION};
-    match ensure_migrated(conn, schema).await {
-        Ok(()) => Ok("position"),
-        Err(postbox::MigrateError::SchemaOutdated { found, .. })
-            if found == CLAIM_BY_POSITION - 1 =>
-        {
-            Ok("head")
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
-fn summarize(
-    schema: &SchemaName,
-    read_path: &'static str,
-    wake_up: &'static str,
-    topics: Vec<TopicStatus>,
-    sessions: Vec<Session>,
-) -> SchemaStatus {
-    let mut by_instance: BTreeMap<String, Vec<Session>> = BTreeMap::new();
-    for s in sessions {
-        let name = match s.application_name.as_deref() {
-            Some(app) if app.starts_with("postbox-relay:") => {
-                app.strip_suffix(":worker").unwrap_or(app).to_owned()
-            }
-            Some(app) if !app.is_empty() => format!("{app} (pid {}, not a relay session)", s.pid),
-            _ => format!("pid {} (not a relay session)", s.pid),
-        };
-        by_instance.entry(name).or_default().push(s);
-    }
-    let relays: Vec<Instance> = by_instance
-        .into_iter()
-        .map(|(instance, sessions)| {
-            let mut partitions: Vec<i32> = sessions
-                .iter()
-                .flat_map(|s| s.partitions.iter().copied())
-                .collect();
-            partitions.sort_unstable();
-            let mut addrs: Vec<&str> = sessions
-                .iter()
-                .filter_map(|s| s.client_addr.as_deref())
-                .collect();
-            addrs.sort_unstable();
-            addrs.dedup();
-            Instance {
-                process_id: instance
-                    .strip_prefix("postbox-relay:")
-                    .and_then(|r| r.split(':').next())
-                    .and_then(|p| p.parse().ok()),
-                sessions: sessions.len(),
-                backend_pids: sessions.iter().map(|s| s.pid).collect(),
-                partition_ranges: ranges(&partitions),
-                partitions,
-                client_addr: (!addrs.is_empty()).then(|| addrs.join(",")),
-                session_start: sessions.iter().filter_map(|s| s.backend_start).min(),
-                instance,
-            }
-        })
-        .collect();
-    let owned: std::collections::BTreeSet<i32> = relays
-        .iter()
-        .flat_map(|r| r.partitions.iter().copied())
-        .collect();
-    let unowned: Vec<i32> = (0..i32::from(PARTITIONS))
-        .filter(|p| !owned.contains(p))
-        .collect();
-    SchemaStatus {
-        schema: schema.to_string(),
-        read_path,
-        wake_up,
-        pending: topics.iter().map(|t| t.pending).sum(),
-        oldest_pending_age_seconds: topics
-            .iter()
-            .filter_map(|t| t.oldest_pending_age_seconds)
-            .reduce(f64::max),
-        retrying: topics.iter().map(|t| t.retrying).sum(),
-        dead_letters: topics.iter().map(|t| t.dead_letters).sum(),
-        consumer_dead_letters: 0,
-        topics,
-        consumers: Vec::new(),
-        relays,
-        partitions_owned: owned.len(),
-        partitions_unowned: ranges(&unowned),
-    }
 }
 
 fn render(s: &SchemaStatus) -> String {
@@ -352,57 +157,4 @@ fn render(s: &SchemaStatus) -> String {
 
 fn indent(s: &str) -> String {
     s.lines().map(|l| format!("  {l}\n")).collect()
-}
-
-/// Sorted, distinct numbers as compact ranges: `0-15,32-47,50`.
-fn ranges(sorted: &[i32]) -> String {
-    let mut parts = Vec::new();
-    let mut i = 0;
-    while i < sorted.len() {
-        let start = sorted[i];
-        let mut end = start;
-        while i + 1 < sorted.len() && sorted[i + 1] == end + 1 {
-            i += 1;
-            end = sorted[i];
-        }
-        parts.push(if start == end {
-            start.to_string()
-        } else {
-            format!("{start}-{end}")
-        });
-        i += 1;
-    }
-    parts.join(",")
-}
-
-/// Seconds as a short age: `42s`, `3m05s`, `2h07m`, `3d04h`.
-fn age(secs: f64) -> String {
-    let s = secs.max(0.0) as u64;
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
-        3600..86400 => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
-        _ => format!("{}d{:02}h", s / 86400, s % 86400 / 3600),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ranges_are_compact() {
-        assert_eq!(ranges(&[]), "");
-        assert_eq!(ranges(&[5]), "5");
-        let v: Vec<i32> = (0..16).chain(32..48).chain([50]).collect();
-        assert_eq!(ranges(&v), "0-15,32-47,50");
-    }
-
-    #[test]
-    fn ages_are_short() {
-        assert_eq!(age(42.7), "42s");
-        assert_eq!(age(185.0), "3m05s");
-        assert_eq!(age(7620.0), "2h07m");
-        assert_eq!(age(273_600.0), "3d04h");
-    }
 }

@@ -158,6 +158,11 @@ queries!(
     status_relays,
     status_inbox_dead_letters,
     session_facts,
+    dead_letter_groups,
+    inbox_dead_letter_groups,
+    outbox_halted_keys,
+    console_audit_record,
+    console_audit_list,
 );
 
 /// Fill the `{schema}` and `{publication}` placeholders. `schema` is

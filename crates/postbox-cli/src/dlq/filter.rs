@@ -75,7 +75,8 @@ impl Filter {
         Ok(())
     }
 
-    /// Bind the six filter parameters ($1..$6) in the order the queries expect.
+    /// Bind the seven filter parameters ($1..$7) in the order the queries
+    /// expect; the error fingerprint ($7) is the console's filter.
     pub(super) fn bind<'q, O>(
         &'q self,
         q: sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments>,
@@ -86,6 +87,7 @@ impl Filter {
             .bind(self.newer_than.map(|d| d.as_secs_f64()))
             .bind(self.error.as_deref())
             .bind((!self.ids.is_empty()).then_some(self.ids.as_slice()))
+            .bind(None::<&str>)
     }
 }
 

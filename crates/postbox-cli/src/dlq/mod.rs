@@ -172,6 +172,7 @@ async fn select(
     let rows = filter
         .bind(statement_as(&q.dead_letter_list))
         .bind(limit)
+        .bind(None::<i64>)
         .fetch_all(&mut *tx)
         .await?;
     tx.commit().await?;

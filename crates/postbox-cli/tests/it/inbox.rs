@@ -418,3 +418,47 @@ async fn stranded_jobs_run_before_the_next_one() {
     w.close(5000).await.unwrap();
     ctx.cleanup().await;
 }
+
+/// An idle BullMQ inbox worker built from `worker_options` stops within
+/// about a second of its shutdown: its blocking fetch (`drain_delay`) ends
+/// within a second, where BullMQ's default (5 s) held the close that long.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_bullmq_inbox_worker_stops_within_two_seconds() {
+    struct Nothing;
+    impl postbox::Handler for Nothing {
+        async fn handle(
+            &self,
+            _tx: &mut sqlx::PgConnection,
+            _msg: &postbox::Message,
+        ) -> Result<(), postbox::BoxError> {
+            Ok(())
+        }
+    }
+    let ctx = Ctx::new("idleclose").await;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let worker = postbox_bullmq::inbox_worker(
+        postbox::InboxConsumer::new(ctx.pool.clone(), Inbox::new(&ctx.schema).unwrap(), "idle"),
+        &ctx.queue,
+        Nothing,
+        postbox_bullmq::worker_options(&postbox_testkit::redis_url()),
+        stop.clone(),
+    )
+    .await
+    .unwrap();
+    let running = tokio::spawn(worker.run());
+    // Let the worker reach its blocking wait on the empty queue.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let asked = std::time::Instant::now();
+    stop.cancel();
+    tokio::time::timeout(std::time::Duration::from_secs(10), running)
+        .await
+        .expect("the worker stops")
+        .unwrap()
+        .unwrap();
+    let took = asked.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(2),
+        "an idle worker took {took:?} to stop (BullMQ's drain_delay?)"
+    );
+    ctx.cleanup().await;
+}

@@ -8,6 +8,7 @@ mod broker_unavailable;
 mod claim;
 mod commit_order;
 mod conformance;
+mod console;
 mod consumer_failures;
 mod deploy;
 mod dlq;

@@ -26,7 +26,7 @@ async fn migrate_is_idempotent_and_versioned() {
         String::from_utf8_lossy(&first.stderr)
     );
     assert!(String::from_utf8_lossy(&first.stdout)
-        .contains("applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]"));
+        .contains("applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]"));
     let second = run();
     assert!(second.status.success());
     assert!(
@@ -45,6 +45,7 @@ async fn migrate_is_idempotent_and_versioned() {
     assert_eq!(
         tables,
         [
+            "console_audit",
             "inbox",
             "inbox_dead_letter",
             "outbox",
@@ -59,7 +60,7 @@ async fn migrate_is_idempotent_and_versioned() {
     .fetch_all(&pool)
     .await
     .unwrap();
-    assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
 
     // A tampered migration is reported, not silently re-run.
     sqlx::query(&format!(
@@ -186,10 +187,12 @@ async fn a_schema_made_from_the_printed_sql_works_and_migrates_further() {
         .unwrap()
         .version;
 
-    // An earlier build's script: everything before the newest migration.
+    // An earlier build's script: everything before the position read path
+    // (0010), so the status shows the old one.
+    let position = postbox::migrate::CLAIM_BY_POSITION;
     let full = postbox(&["migrate", "--schema", s, "--print", "--notify", "statement"]);
     let cut = full
-        .find(&format!("(version {last}, checksum"))
+        .find(&format!("(version {position}, checksum"))
         .and_then(|i| full[..i].rfind("\n-- "))
         .expect("each migration is marked");
     psql(&full[..cut]);
@@ -207,7 +210,7 @@ async fn a_schema_made_from_the_printed_sql_works_and_migrates_further() {
         s,
         "--print",
         "--since",
-        &(last - 1).to_string(),
+        &(position - 1).to_string(),
         "--notify",
         "statement",
     ]);
@@ -268,7 +271,7 @@ async fn a_schema_made_from_the_printed_sql_works_and_migrates_further() {
 async fn relay_refuses_an_outdated_schema() {
     let ctx = Ctx::new("outdated").await;
     sqlx::query(&format!(
-        "DELETE FROM {}.postbox_migrations WHERE version = 10",
+        "DELETE FROM {}.postbox_migrations WHERE version = 11",
         ctx.schema
     ))
     .execute(&ctx.pool)
@@ -279,7 +282,7 @@ async fn relay_refuses_an_outdated_schema() {
     let out = relay.output();
     assert!(
         out.contains(&format!(
-            "schema \"{}\" is at migration 9, this postbox needs 10; run `postbox migrate --schema {}` first",
+            "schema \"{}\" is at migration 10, this postbox needs 11; run `postbox migrate --schema {}` first",
             ctx.schema, ctx.schema
         )),
         "{out}"

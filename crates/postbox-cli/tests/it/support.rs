@@ -307,6 +307,21 @@ pub async fn recovers_once<F>(
 
 impl Ctx {
     /// The highest `attempts` of any row (0: no failure was counted).
+    /// Unsent rows with a failure recorded (attempts, last error, retry due
+    /// in seconds), the first few: what a timeout's message shows.
+    pub async fn failing(&self) -> Vec<(String, i32, Option<String>, Option<f64>)> {
+        sqlx::query_as(&format!(
+            "SELECT event_id::text, attempts, last_error,
+                    extract(epoch FROM next_attempt_at - now())::float8
+               FROM {}.outbox WHERE sent_at IS NULL AND (attempts > 0 OR last_error IS NOT NULL)
+              ORDER BY id LIMIT 5",
+            self.schema
+        ))
+        .fetch_all(&self.pool)
+        .await
+        .unwrap()
+    }
+
     pub async fn max_attempts(&self) -> i64 {
         sqlx::query_scalar(&format!(
             "SELECT coalesce(max(attempts), 0)::bigint FROM {}.outbox",

@@ -14,6 +14,7 @@ WITH moved AS (
        AND ($4::float8 IS NULL OR d.dead_at > now() - make_interval(secs => $4))
        AND ($5::text IS NULL OR strpos(lower(d.last_error), lower($5)) > 0)
        AND ($6::bigint[] IS NULL OR d.id = ANY($6))
+       AND ($7::text IS NULL OR d.fingerprint = $7)
     RETURNING d.id, d.event_id, d.topic, d.event, d.key, d.payload, d.headers, d.created_at
 ), inserted AS (
     INSERT INTO {schema}.outbox

@@ -8,4 +8,5 @@ DELETE FROM {schema}.inbox_dead_letter d
    AND ($5::float8 IS NULL OR d.dead_at > now() - make_interval(secs => $5))
    AND ($6::text IS NULL OR strpos(lower(d.last_error), lower($6)) > 0)
    AND ($7::bigint[] IS NULL OR d.id = ANY($7))
+   AND ($8::text IS NULL OR d.fingerprint = $8)
 RETURNING d.id, d.consumer, d.message_id, d.topic

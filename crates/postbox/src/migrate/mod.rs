@@ -77,6 +77,11 @@ const FILES: &[(i32, &str, &str)] = &[
         "0010_claim_by_position",
         include_str!("../../sql/migrations/0010_claim_by_position.sql"),
     ),
+    (
+        11,
+        "0011_console",
+        include_str!("../../sql/migrations/0011_console.sql"),
+    ),
 ];
 
 /// The migration from which relays claim from a position per partition

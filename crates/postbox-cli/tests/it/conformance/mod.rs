@@ -161,9 +161,10 @@ pub(super) async fn all_sent(ctx: &Ctx, relays: &[&RelayProcess]) {
         if Instant::now() > deadline {
             let out: Vec<String> = relays.iter().map(|r| r.output()).collect();
             panic!(
-                "every row sent within {LONG:?}: {} unsent, {:?} dead\n{}",
+                "every row sent within {LONG:?}: {} unsent, {:?} dead, failing {:?}\n{}",
                 ctx.unsent().await,
                 ctx.dead_letters().await,
+                ctx.failing().await,
                 out.join("\n---\n")
             );
         }

@@ -1,0 +1,418 @@
+//! Every endpoint of the console's API, with bad input, roles and CSRF.
+
+use super::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_need_a_token_and_show_groups_pages_and_one_dead_letter() {
+    let ctx = Ctx::new("con_read").await;
+    seed(&ctx).await;
+    let console = ConsoleProcess::start(&ctx.schema, &[]).await;
+    let c = Client::new(&console);
+    let s = &ctx.schema;
+
+    let (status, body) = c.get("/api/v1/schemas", None).await;
+    assert_eq!(status, 401, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("Bearer"), "{body}");
+    let (status, _) = c
+        .get("/api/v1/schemas", Some("not-a-user-token-at-all"))
+        .await;
+    assert_eq!(status, 401);
+
+    let (status, body) = c.get("/api/v1/schemas", Some(VIEWER)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body[0]["schema"], s.as_str());
+    assert_eq!(body[0]["dead_letters"], 5);
+    assert_eq!(body[0]["consumer_dead_letters"], 1);
+    let (status, one) = c.get(&format!("/api/v1/schemas/{s}"), Some(VIEWER)).await;
+    assert_eq!(status, 200);
+    assert_eq!(one["read_path"], "position");
+
+    // Groups: the error's ids and numbers normalised, largest first.
+    let (status, groups) = c
+        .get(
+            &format!("/api/v1/schemas/{s}/dead-letters/groups"),
+            Some(VIEWER),
+        )
+        .await;
+    assert_eq!(status, 200, "{groups}");
+    let groups = groups.as_array().unwrap();
+    assert_eq!(groups.len(), 2, "{groups:?}");
+    assert_eq!(groups[0]["count"], 3);
+    assert_eq!(groups[1]["count"], 2);
+    let fp = groups[0]["fingerprint"].as_str().unwrap().to_owned();
+    assert!(fp.contains("(attempt N of N) event <id>"), "{fp}");
+    assert_eq!(groups[0]["topics"], json!(["orders"]));
+
+    // A group's dead letters, a page at a time.
+    let q = format!(
+        "/api/v1/schemas/{s}/dead-letters?fingerprint={}&limit=2",
+        urlencode(&fp)
+    );
+    let (status, page) = c.get(&q, Some(VIEWER)).await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(page["items"].as_array().unwrap().len(), 2);
+    assert_eq!(page["matching"], 3);
+    let after = page["next_after"].as_i64().expect("a next page");
+    let (_, rest) = c.get(&format!("{q}&after={after}"), Some(VIEWER)).await;
+    assert_eq!(rest["items"].as_array().unwrap().len(), 1);
+    assert_eq!(rest["next_after"], Value::Null);
+
+    // The consumer side.
+    let (status, page) = c
+        .get(
+            &format!("/api/v1/schemas/{s}/dead-letters?side=consumer&consumer=shipping"),
+            Some(VIEWER),
+        )
+        .await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(page["items"][0]["message_id"], "m-1");
+    assert_eq!(page["items"][0]["payload"], json!({}));
+
+    // One dead letter, whole.
+    let (status, d) = c
+        .get(
+            &format!("/api/v1/schemas/{s}/dead-letters/relay/4"),
+            Some(VIEWER),
+        )
+        .await;
+    assert_eq!(status, 200, "{d}");
+    assert_eq!(d["topic"], "big");
+    assert_eq!(d["payload"], json!({"n": 1}));
+
+    // Halted keys and audit read (empty here).
+    let (status, h) = c
+        .get(&format!("/api/v1/schemas/{s}/halted-keys"), Some(VIEWER))
+        .await;
+    assert_eq!((status, h), (200, json!([])));
+    let (status, a) = c
+        .get(&format!("/api/v1/schemas/{s}/audit"), Some(VIEWER))
+        .await;
+    assert_eq!((status, a), (200, json!([])));
+    ctx.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_refused_with_the_reason() {
+    let ctx = Ctx::new("con_bad").await;
+    seed(&ctx).await;
+    let console = ConsoleProcess::start(&ctx.schema, &[]).await;
+    let c = Client::new(&console);
+    let s = &ctx.schema;
+    let bad = |path: String, status: u16, needle: &'static str| {
+        let c = &c;
+        async move {
+            let (got, body) = c.get(&path, Some(VIEWER)).await;
+            assert_eq!(got, status, "{path}: {body}");
+            let e = body["error"].as_str().unwrap_or_default();
+            assert!(e.contains(needle), "{path}: {e}");
+        }
+    };
+    bad(
+        "/api/v1/schemas/nope".into(),
+        404,
+        "is not served by this console",
+    )
+    .await;
+    bad(
+        format!("/api/v1/schemas/{s}/dead-letters?older_than_seconds=soon"),
+        400,
+        "older_than_seconds",
+    )
+    .await;
+    bad(
+        format!("/api/v1/schemas/{s}/dead-letters?colour=red"),
+        400,
+        "colour",
+    )
+    .await;
+    bad(
+        format!("/api/v1/schemas/{s}/dead-letters?ids=1,x"),
+        400,
+        "\"x\"",
+    )
+    .await;
+    bad(
+        format!("/api/v1/schemas/{s}/dead-letters?limit=0"),
+        400,
+        "1 to 1000",
+    )
+    .await;
+    bad(
+        format!("/api/v1/schemas/{s}/dead-letters?side=broker"),
+        400,
+        "side",
+    )
+    .await;
+    bad(
+        format!("/api/v1/schemas/{s}/dead-letters?consumer=shipping"),
+        400,
+        "side=consumer",
+    )
+    .await;
+    bad(
+        format!("/api/v1/schemas/{s}/dead-letters?older_than_seconds=60&newer_than_seconds=10"),
+        400,
+        "swap",
+    )
+    .await;
+    bad(
+        format!("/api/v1/schemas/{s}/dead-letters/relay/999"),
+        404,
+        "no relay dead letter 999",
+    )
+    .await;
+    bad(
+        format!("/api/v1/schemas/{s}/dead-letters/relay/abc"),
+        400,
+        "not a dead-letter id",
+    )
+    .await;
+
+    let post = |body: Value, status: u16, needle: &'static str| {
+        let c = &c;
+        let path = format!("/api/v1/schemas/{s}/dead-letters/replay");
+        async move {
+            let (got, resp) = c.post(&path, Some(ADMIN), body.clone()).await;
+            assert_eq!(got, status, "{body}: {resp}");
+            let e = resp["error"].as_str().unwrap_or_default();
+            assert!(e.contains(needle), "{body}: {e}");
+        }
+    };
+    post(json!({}), 400, "no filter given").await;
+    post(
+        json!({"filter": {"topic": "none-such"}}),
+        400,
+        "nothing to replay",
+    )
+    .await;
+    post(
+        json!({"filter": {"topic": "orders"}, "colour": 1}),
+        400,
+        "colour",
+    )
+    .await;
+    post(
+        json!({"filter": {"topic": "orders"}, "confirmed_count": 2}),
+        409,
+        "3 match now",
+    )
+    .await;
+    // Nothing was done by any of them.
+    assert_eq!(ctx.dead_letters().await.len(), 5);
+    ctx.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_replays_a_group_and_purges_a_consumer_dead_letter_a_viewer_cannot() {
+    let ctx = Ctx::new("con_act").await;
+    seed(&ctx).await;
+    let console = ConsoleProcess::start(&ctx.schema, &[]).await;
+    let c = Client::new(&console);
+    let s = &ctx.schema;
+    let (_, groups) = c
+        .get(
+            &format!("/api/v1/schemas/{s}/dead-letters/groups"),
+            Some(VIEWER),
+        )
+        .await;
+    let fp = groups[0]["fingerprint"].as_str().unwrap().to_owned();
+    let replay = format!("/api/v1/schemas/{s}/dead-letters/replay");
+
+    let (status, body) = c.post(&replay, Some(VIEWER), group_body(&fp, 3)).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("admin"), "{body}");
+
+    let (status, body) = c.post(&replay, Some(ADMIN), group_body(&fp, 3)).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["count"], 3);
+    // Back in the outbox, starting over; the other group stays.
+    assert_eq!(ctx.unsent().await, 3);
+    assert_eq!(ctx.max_attempts().await, 0);
+    assert_eq!(ctx.dead_letters().await.len(), 2);
+
+    let (status, body) = c
+        .post(
+            &format!("/api/v1/schemas/{s}/dead-letters/purge"),
+            Some(ADMIN),
+            json!({"side": "consumer", "filter": {"consumer": "shipping"}, "confirmed_count": 1}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let left: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM {s}.inbox_dead_letter"))
+        .fetch_one(&ctx.pool)
+        .await
+        .unwrap();
+    assert_eq!(left, 0);
+
+    // Both recorded, newest first, with who and what.
+    let (_, audit) = c
+        .get(&format!("/api/v1/schemas/{s}/audit"), Some(VIEWER))
+        .await;
+    let audit = audit.as_array().unwrap();
+    assert_eq!(audit.len(), 2, "{audit:?}");
+    assert_eq!(audit[0]["action"], "consumer_dead_letters.purge");
+    assert_eq!(audit[1]["action"], "dead_letters.replay");
+    assert_eq!(audit[1]["actor"], "alice");
+    assert_eq!(audit[1]["count"], 3);
+    assert_eq!(audit[1]["selection"]["fingerprint"], fp.as_str());
+    ctx.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_session_needs_the_csrf_token_to_act() {
+    let ctx = Ctx::new("con_csrf").await;
+    seed(&ctx).await;
+    let console = ConsoleProcess::start(&ctx.schema, &["--base-path", "/postbox"]).await;
+    let c = Client::new(&console);
+    let s = &ctx.schema;
+    // Served under the base path only.
+    assert_eq!(c.get("/api/v1/openapi.json", None).await.0, 404);
+    let (status, doc) = c.get("/postbox/api/v1/openapi.json", None).await;
+    assert_eq!(status, 200);
+    for path in [
+        "/api/v1/schemas",
+        "/api/v1/schemas/{schema}",
+        "/api/v1/schemas/{schema}/halted-keys",
+        "/api/v1/schemas/{schema}/dead-letters",
+        "/api/v1/schemas/{schema}/dead-letters/groups",
+        "/api/v1/schemas/{schema}/dead-letters/{side}/{id}",
+        "/api/v1/schemas/{schema}/dead-letters/replay",
+        "/api/v1/schemas/{schema}/dead-letters/purge",
+        "/api/v1/schemas/{schema}/audit",
+    ] {
+        assert!(doc["paths"][path].is_object(), "{path} is described");
+    }
+
+    // Sign in with a token: a session cookie scoped to the base path.
+    let resp = with_form(
+        c.http.post(format!("{}/postbox/login", c.base)),
+        &[("token", ADMIN)],
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(resp.status().as_u16(), 303);
+    let cookie = resp.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(
+        cookie.contains("HttpOnly")
+            && cookie.contains("SameSite=Strict")
+            && cookie.contains("Path=/postbox"),
+        "{cookie}"
+    );
+    let session = cookie.split(';').next().unwrap().to_owned();
+    let slash = c
+        .http
+        .get(format!("{}/postbox/", c.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(slash.status().as_u16(), 308, "/postbox/ leads to /postbox");
+    let page = c
+        .http
+        .get(format!("{}/postbox", c.base))
+        .header("cookie", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status().as_u16(), 200);
+    let html = page.text().await.unwrap();
+    assert!(html.contains(s.as_str()) && html.contains("csrf"), "{html}");
+    assert!(!html.contains(ADMIN), "the token is never rendered");
+    let csrf = html
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap()
+        .to_owned();
+
+    // The API with that cookie but without the token: refused.
+    let replay = format!("{}/postbox/api/v1/schemas/{s}/dead-letters/replay", c.base);
+    let body = json!({"filter": {"topic": "big"}});
+    let r = with_json(c.http.post(&replay).header("cookie", &session), &body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 403);
+    assert!(r.text().await.unwrap().contains("CSRF"));
+    // A page form without it: refused too, nothing done.
+    let confirm = format!("{}/postbox/schemas/{s}/dead-letters/act", c.base);
+    let r = with_form(
+        c.http.post(&confirm).header("cookie", &session),
+        &[
+            ("action", "purge"),
+            ("side", "relay"),
+            ("topic", "big"),
+            ("confirmed", "2"),
+        ],
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(r.status().as_u16(), 403);
+    assert_eq!(ctx.dead_letters().await.len(), 5);
+    // With it: done.
+    let r = with_form(
+        c.http.post(&confirm).header("cookie", &session),
+        &[
+            ("action", "purge"),
+            ("side", "relay"),
+            ("topic", "big"),
+            ("confirmed", "2"),
+            ("csrf", &csrf),
+        ],
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert!(r.text().await.unwrap().contains("Purged 2"));
+    assert_eq!(ctx.dead_letters().await.len(), 3);
+    // A forged cookie is no session.
+    let forged = session.replacen("alice", "vic", 1);
+    let r = c
+        .http
+        .get(format!("{}/postbox", c.base))
+        .header("cookie", forged)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 303, "sent to sign in");
+    ctx.cleanup().await;
+}
+
+#[tokio::test]
+async fn the_console_refuses_to_start_without_users_or_with_a_bad_file() {
+    let ctx = Ctx::new("con_users").await;
+    let url = postbox_testkit::database_url();
+    let run = |env: Option<&'static str>| {
+        let (url, schema) = (url.clone(), ctx.schema.clone());
+        async move {
+            let mut cmd = tokio::process::Command::new(BIN);
+            cmd.args([
+                "console",
+                "--database-url",
+                &url,
+                "--schema",
+                &schema,
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .env_remove("POSTBOX_CONSOLE_USERS")
+            .env_remove("POSTBOX_CONSOLE_USERS_FILE");
+            if let Some(users) = env {
+                cmd.env("POSTBOX_CONSOLE_USERS", users);
+            }
+            let out = tokio::time::timeout(LONG, cmd.output())
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(!out.status.success());
+            String::from_utf8_lossy(&out.stderr).into_owned()
+        }
+    };
+    let e = run(None).await;
+    assert!(e.contains("--users-file"), "{e}");
+    let e = run(Some("bob superuser 0123456789abcdef0\n")).await;
+    assert!(e.contains("line 1") && e.contains("viewer"), "{e}");
+    ctx.cleanup().await;
+}

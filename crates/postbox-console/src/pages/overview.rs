@@ -1,0 +1,149 @@
+//! The overview (every schema: lag per topic, consumers, relays, halted
+//! keys) and the audit page.
+
+use super::{age, failure_page, layout};
+use crate::ops::{audit, halted, status};
+use crate::web::{Failure, PageCaller};
+use crate::Console;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use maud::{html, Markup};
+use postbox::sql::Queries;
+use postbox::PARTITIONS;
+
+async fn schema_section(c: &Console, s: &postbox::SchemaName) -> Result<Markup, Failure> {
+    let mut conn = c.0.pool.acquire().await?;
+    let st = status::schema_status(&mut conn, s).await?;
+    let halted = halted::halted_keys(&mut conn, &Queries::new(s), 50).await?;
+    let base = &c.0.base;
+    let lag = st.oldest_pending_age_seconds.map_or("-".to_owned(), age);
+    Ok(html! {
+        section data-schema=(st.schema) {
+            h2 { "Schema " code { (st.schema) } }
+            div.cards {
+                div.card { "Pending" b data-figure="pending" { (st.pending) } }
+                div.card { "Lag (oldest pending)" b data-figure="lag" { (lag) } }
+                div.card { "Retrying" b { (st.retrying) } }
+                div.card { "Dead letters" b data-figure="dead-letters" {
+                    a href={ (base) "/schemas/" (st.schema) "/dead-letters" } { (st.dead_letters) } } }
+                div.card { "Consumer dead letters" b {
+                    a href={ (base) "/schemas/" (st.schema) "/dead-letters?side=consumer" } { (st.consumer_dead_letters) } } }
+            }
+            p.muted { "Wake-up: " code { (st.wake_up) } " · read path: " code { (st.read_path) } }
+            @if !st.topics.is_empty() {
+                table {
+                    tr { th { "Topic" } th { "Pending" } th { "Oldest pending" } th { "Retrying" } th { "Dead letters" } }
+                    @for t in &st.topics {
+                        tr {
+                            td { code { (t.topic) } }
+                            td.n { (t.pending) }
+                            td.n { (t.oldest_pending_age_seconds.map_or("-".to_owned(), age)) }
+                            td.n { (t.retrying) }
+                            td.n { @if t.dead_letters > 0 {
+                                a href={ (base) "/schemas/" (st.schema) "/dead-letters?topic=" (t.topic) } { (t.dead_letters) }
+                            } @else { "0" } }
+                        }
+                    }
+                }
+            }
+            @if !st.consumers.is_empty() {
+                table {
+                    tr { th { "Consumer" } th { "Dead letters" } th { "Replay waiting" } }
+                    @for k in &st.consumers {
+                        tr { td { code { (k.consumer) } } td.n { (k.dead_letters) } td.n { (k.replay_waiting) } }
+                    }
+                }
+            }
+            h3 { "Relays" }
+            @if st.relays.is_empty() {
+                p.bad data-figure="relays" { "No relay runs: all " (PARTITIONS) " partitions are unowned." }
+            } @else {
+                p data-figure="relays" {
+                    (st.relays.len()) " instance(s); " (st.partitions_owned) " of " (PARTITIONS) " partitions owned"
+                    @if !st.partitions_unowned.is_empty() { span.bad { " · unowned: " (st.partitions_unowned) } }
+                }
+                table {
+                    tr { th { "Instance" } th { "Sessions" } th { "Partitions" } th { "Client" } th { "Session start" } }
+                    @for r in &st.relays {
+                        tr {
+                            td { code { (r.instance) } }
+                            td.n { (r.sessions) }
+                            td { (if r.partition_ranges.is_empty() { "-" } else { r.partition_ranges.as_str() }) }
+                            td { (r.client_addr.as_deref().unwrap_or("local")) }
+                            td { (r.session_start.map_or("?".to_owned(), |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())) }
+                        }
+                    }
+                }
+            }
+            h3 { "Halted keys" }
+            @if halted.is_empty() {
+                p.ok data-figure="halted" { "None: every key flows." }
+            } @else {
+                table data-figure="halted" {
+                    tr { th { "Key" } th { "Topic" } th { "Event" } th { "Attempts" } th { "State" } th { "Last error" } }
+                    @for h in &halted {
+                        tr {
+                            td { code { (h.key.as_deref().unwrap_or("-")) } }
+                            td { code { (h.topic) } }
+                            td { code { (h.event_id) } }
+                            td.n { (h.attempts) }
+                            td { @if h.blocked { span.bad { "blocked until an operator acts" } }
+                                 @else if let Some(t) = h.next_attempt_at { "retry at " (t.format("%H:%M:%S UTC")) } }
+                            td { (h.last_error.as_deref().unwrap_or("")) }
+                        }
+                    }
+                }
+            }
+        }
+    })
+}
+
+pub(super) async fn overview(State(c): State<Console>, PageCaller(caller): PageCaller) -> Response {
+    let mut sections = Vec::new();
+    for s in &c.0.schemas {
+        match schema_section(&c, s).await {
+            Ok(m) => sections.push(m),
+            Err(e) => return failure_page(&c, Some(&caller), e),
+        }
+    }
+    let body = html! {
+        p.muted { "Figures as of this page's load; reload for fresh ones." }
+        @for s in &sections { (s) }
+    };
+    layout(&c, Some(&caller), "Overview", body).into_response()
+}
+
+pub(super) async fn audit(
+    State(c): State<Console>,
+    PageCaller(caller): PageCaller,
+    Path(name): Path<String>,
+) -> Response {
+    let result = async {
+        let s = c.schema(&name)?;
+        let mut conn = c.0.pool.acquire().await?;
+        Ok::<_, Failure>(audit::list(&mut conn, &Queries::new(s), None, 200).await?)
+    }
+    .await;
+    let rows = match result {
+        Ok(rows) => rows,
+        Err(e) => return failure_page(&c, Some(&caller), e),
+    };
+    let body = html! {
+        @if rows.is_empty() { p.muted { "Nothing done through the console yet." } }
+        @else {
+            table data-figure="audit" {
+                tr { th { "When" } th { "Who" } th { "Action" } th { "Rows" } th { "Selection" } }
+                @for r in &rows {
+                    tr {
+                        td { (r.at.format("%Y-%m-%d %H:%M:%S UTC")) }
+                        td { (r.actor) }
+                        td { code { (r.action) } }
+                        td.n { (r.count) }
+                        td { code { (r.selection) } }
+                    }
+                }
+            }
+        }
+    };
+    layout(&c, Some(&caller), &format!("Audit: {name}"), body).into_response()
+}
