@@ -37,5 +37,5 @@ ensure_node_client
 say "cargo package (the crates meant for crates.io; the library also built from its package)"
 cargo package --quiet --no-verify --allow-dirty -p postbox -p postbox-relay -p postbox-bullmq \
   -p postbox-kafka -p postbox-rabbitmq -p postbox-nats -p postbox-redis-streams -p postbox-webhook \
-  -p postbox-sqs -p postbox-cli
+  -p postbox-sqs -p postbox-console -p postbox-cli
 cargo package --quiet --allow-dirty -p postbox

@@ -13,6 +13,7 @@
 //! flags and their defaults, [`relay`] those that are the relay's settings.
 
 mod args;
+mod console;
 mod consumer;
 mod cpu;
 mod ctx;
@@ -130,6 +131,7 @@ async fn run_all(ctx: &Ctx, which: &[Which], rep: &mut report::Report) -> Result
             Which::Health => rep.health = Some(health::run(ctx).await?),
             Which::Load => rep.load = Some(load::run(ctx).await?),
             Which::Restart => rep.restart = Some(restart::run(ctx).await?),
+            Which::Console => console::run(ctx).await?,
             Which::All => unreachable!("expanded by resolve"),
         }
     }

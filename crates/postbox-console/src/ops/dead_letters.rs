@@ -428,7 +428,7 @@ pub async fn act(
         )));
     }
     let mut tx = conn.begin().await?;
-    let found = count(&mut *tx, q, side, filter).await?;
+    let found = count(&mut tx, q, side, filter).await?;
     if let Some(confirmed) = confirmed {
         if confirmed != found {
             return Err(OpsError::SelectionChanged { confirmed, found });
@@ -442,7 +442,7 @@ pub async fn act(
         )));
     }
     if (side, action) == (Side::Relay, Action::Replay) {
-        let clashing: Vec<i64> = list(&mut *tx, q, side, filter, found, None)
+        let clashing: Vec<i64> = list(&mut tx, q, side, filter, found, None)
             .await?
             .items
             .iter()

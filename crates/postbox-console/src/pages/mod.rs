@@ -65,6 +65,8 @@ pub(crate) fn layout(c: &Console, caller: Option<&Caller>, title: &str, body: Ma
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
+                // No icon to fetch: a browser's /favicon.ico request would 404.
+                link rel="icon" href="data:,";
                 title { (title) " · postbox console" }
                 style { (maud::PreEscaped(STYLE)) }
             }

@@ -82,7 +82,7 @@ impl RabbitmqSink {
         Connection::connect(self.config.url.expose(), ConnectionProperties::default())
             .await
             .map(Arc::new)
-            .map_err(|e| classify(&e, &format!("connecting to {}", self.config.redacted_url())))
+            .map_err(|e| unavailable(&e, &format!("connecting to {}", self.config.redacted_url())))
     }
 
     /// A wave's channel back to the idle ones, if it is still open and of
@@ -117,7 +117,7 @@ impl RabbitmqSink {
         let probe = connection
             .create_channel()
             .await
-            .map_err(|e| classify(&e, "opening a channel"))?;
+            .map_err(|e| unavailable(&e, "opening a channel"))?;
         let looked_up = if self.config.declare {
             crate::declare(&probe, exchange, topic).await
         } else {
@@ -159,11 +159,11 @@ async fn confirming_channel(connection: &Connection) -> Result<Channel, SinkErro
     let channel = connection
         .create_channel()
         .await
-        .map_err(|e| classify(&e, "opening a channel"))?;
+        .map_err(|e| unavailable(&e, "opening a channel"))?;
     channel
         .confirm_select(ConfirmSelectOptions::default())
         .await
-        .map_err(|e| classify(&e, "enabling publisher confirms"))?;
+        .map_err(|e| unavailable(&e, "enabling publisher confirms"))?;
     Ok(channel)
 }
 
@@ -179,6 +179,14 @@ fn reply_code(e: &lapin::Error) -> Option<u16> {
         lapin::ErrorKind::ProtocolError(amqp) => Some(amqp.get_id()),
         _ => None,
     }
+}
+
+/// Connecting and opening channels fail for the broker's sake, never an
+/// event's: wrong credentials (403), a vhost that is missing or still
+/// recovering after a restart (530, 541) are an outage that costs no
+/// attempts; the relay's broker check says what is wrong.
+fn unavailable(e: &lapin::Error, context: &str) -> SinkError {
+    SinkError::transient(format!("{context}: {e}"))
 }
 
 /// Refusals of the message itself (404 not found, 403 access refused, 406

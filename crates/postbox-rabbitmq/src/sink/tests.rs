@@ -87,6 +87,20 @@ async fn a_refused_connection_is_transient() {
     assert!(transient(classify(&e, "connecting")));
 }
 
+/// The server refusing the login (403 ACCESS_REFUSED) is the broker's
+/// answer to the relay, not to an event: no attempt may be counted.
+#[tokio::test]
+async fn wrong_credentials_are_an_outage_not_a_refusal_of_events() {
+    let url = postbox_testkit::rabbitmq_url().replacen("guest:guest", "guest:wrong", 1);
+    let sink = RabbitmqSink::new(RabbitmqConfig {
+        url: postbox_relay::Secret::new(&url),
+        ..RabbitmqConfig::default()
+    })
+    .unwrap();
+    let e = sink.check().await.expect_err("the login is refused");
+    assert!(transient(e), "connecting is never an event's fault");
+}
+
 #[test]
 fn an_error_without_a_reply_code_is_transient() {
     use std::io::ErrorKind as K;

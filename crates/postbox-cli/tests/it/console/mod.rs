@@ -3,6 +3,7 @@
 //! in browser.rs.
 
 mod api;
+mod browser;
 
 use crate::support::*;
 use serde_json::{json, Value};

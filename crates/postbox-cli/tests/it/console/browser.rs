@@ -1,0 +1,221 @@
+//! The console in a real browser (headless Chromium, driven by the pinned
+//! `playwright-core` in tests/node, tests/node/console.mjs), against a relay
+//! and RabbitMQ: sign in; see lag rise while the relay is stopped and fall
+//! when it runs again; find the dead-letter group of events whose exchange
+//! did not exist, declare it, replay the group, see the events delivered and
+//! the audit row written; a viewer has no replay or purge button.
+//! Screenshots of every page go to `target/test-artifacts/console/` (the
+//! docs' operations/console.md shows them).
+
+use super::*;
+use postbox_rabbitmq::lapin::options::{
+    ExchangeDeclareOptions, ExchangeDeleteOptions, QueueBindOptions, QueueDeclareOptions,
+    QueueDeleteOptions,
+};
+use postbox_rabbitmq::lapin::types::FieldTable;
+use postbox_rabbitmq::lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
+use std::path::PathBuf;
+use std::time::Duration;
+
+fn workspace() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+}
+
+/// Chromium and playwright-core, which ./scripts/test.sh installs.
+fn require_browser() {
+    assert!(
+        std::path::Path::new("/usr/bin/chromium").exists(),
+        "/usr/bin/chromium is missing: run ./scripts/test.sh, which installs Debian's chromium"
+    );
+    assert!(
+        workspace().join("tests/node/node_modules/playwright-core").is_dir(),
+        "tests/node/node_modules is missing: run ./scripts/test.sh, which runs `npm ci` in tests/node"
+    );
+}
+
+/// Run one step of console.mjs: its JSON summary.
+async fn step(name: &str, console: &ConsoleProcess, schema: &str, token: &str) -> Value {
+    let artifacts = workspace().join("target/test-artifacts/console");
+    let run = tokio::process::Command::new("node")
+        .arg(workspace().join("tests/node/console.mjs"))
+        .args([name, &console.base, schema, token])
+        .arg(&artifacts)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(90), run)
+        .await
+        .expect("console.mjs finishes within 90 s")
+        .expect("run node (./scripts/test.sh installs it)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "console.mjs {name} exited with {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("no JSON summary from console.mjs {name}:\n{stdout}"))
+}
+
+async fn channel() -> (Connection, Channel) {
+    let conn = Connection::connect(
+        &postbox_testkit::rabbitmq_url(),
+        ConnectionProperties::default(),
+    )
+    .await
+    .expect("RabbitMQ runs (./scripts/test.sh starts it)");
+    let ch = conn.create_channel().await.unwrap();
+    (conn, ch)
+}
+
+/// A durable topic exchange and a queue of the same name bound to every key.
+async fn declare(ch: &Channel, name: &str) {
+    let durable = ExchangeDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    ch.exchange_declare(
+        name.into(),
+        ExchangeKind::Topic,
+        durable,
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+    let q = QueueDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    ch.queue_declare(name.into(), q, FieldTable::default())
+        .await
+        .unwrap();
+    ch.queue_bind(
+        name.into(),
+        name.into(),
+        "#".into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+}
+
+async fn queued(ch: &Channel, name: &str) -> u32 {
+    let passive = QueueDeclareOptions {
+        passive: true,
+        durable: true,
+        ..Default::default()
+    };
+    ch.queue_declare(name.into(), passive, FieldTable::default())
+        .await
+        .unwrap()
+        .message_count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_sees_lag_and_replays_a_fixed_group_in_a_browser() {
+    require_browser();
+    let ctx = Ctx::new("con_web").await;
+    let (good, bad) = (
+        format!("{}-good", ctx.schema),
+        format!("{}-bad", ctx.schema),
+    );
+    let (_conn, ch) = channel().await;
+    declare(&ch, &good).await;
+    let relay = || {
+        let url = postbox_testkit::rabbitmq_url();
+        let args = [
+            "--sink",
+            "rabbitmq",
+            "--rabbitmq-url",
+            &url,
+            "--max-attempts",
+            "1",
+        ];
+        ctx.relay("redis://127.0.0.1:1", &args, &[])
+    };
+
+    // Three events to an exchange nobody declared: dead-lettered at once.
+    let r = relay();
+    ctx.produce((1..=3).map(|i| event(&bad, &format!("b{i}"), i)).collect())
+        .await;
+    wait_until(LONG, "three dead letters", || async {
+        ctx.dead_letters().await.len() == 3
+    })
+    .await;
+    drop(r);
+
+    // The relay stopped: events wait and grow old.
+    ctx.produce(
+        (1..=20)
+            .map(|i| event(&good, &format!("k{}", i % 4), i))
+            .collect(),
+    )
+    .await;
+    let console = ConsoleProcess::start(&ctx.schema, &[]).await;
+    let lag = step("lag", &console, &ctx.schema, ADMIN).await;
+    assert_eq!(lag["pending"], 20, "{lag}");
+    assert!(
+        lag["relays"].as_str().unwrap().contains("No relay runs"),
+        "{lag}"
+    );
+
+    // It runs again: nothing waits.
+    let r = relay();
+    let drained = step("drained", &console, &ctx.schema, ADMIN).await;
+    assert_eq!(drained["pending"], 0, "{drained}");
+    assert!(
+        drained["relays"]
+            .as_str()
+            .unwrap()
+            .contains("64 of 64 partitions owned"),
+        "{drained}"
+    );
+    assert_eq!(queued(&ch, &good).await, 20);
+
+    // Fix the cause, then replay the group from the browser.
+    declare(&ch, &bad).await;
+    let replayed = step("replay", &console, &ctx.schema, ADMIN).await;
+    assert_eq!(replayed["group_count"], 3, "{replayed}");
+    assert_eq!(replayed["confirm_count"], 3, "{replayed}");
+    assert_eq!(replayed["replayed"], 3, "{replayed}");
+    let audit: Vec<String> = serde_json::from_value(replayed["audit"].clone()).unwrap();
+    assert_eq!(
+        audit[1..4],
+        ["alice", "dead_letters.replay", "3"],
+        "{audit:?}"
+    );
+    wait_until(LONG, "the replayed events delivered", || async {
+        ctx.unsent().await == 0 && ctx.dead_letters().await.is_empty()
+    })
+    .await;
+    wait_until(LONG, "the replayed events in their queue", || async {
+        queued(&ch, &bad).await == 3
+    })
+    .await;
+
+    // A viewer sees the groups and cannot act.
+    ctx.produce(vec![event(&format!("{}-none", ctx.schema), "x", 1)])
+        .await;
+    wait_until(LONG, "another dead letter", || async {
+        ctx.dead_letters().await.len() == 1
+    })
+    .await;
+    let viewer = step("viewer", &console, &ctx.schema, VIEWER).await;
+    assert_eq!(viewer["buttons"], 0, "{viewer}");
+
+    drop(r);
+    for name in [&good, &bad] {
+        let _ = ch
+            .queue_delete(name.as_str().into(), QueueDeleteOptions::default())
+            .await;
+        let _ = ch
+            .exchange_delete(name.as_str().into(), ExchangeDeleteOptions::default())
+            .await;
+    }
+    ctx.cleanup().await;
+}
