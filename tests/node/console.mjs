@@ -7,7 +7,8 @@
 // Steps:
 //   lag          sign in (login.png), wait on the overview until events wait
 //                and their lag shows (overview-lag.png)
-//   drained      wait on the overview until nothing waits (overview.png)
+//   drained      wait on the overview until nothing waits and the chart of
+//                deliveries shows them (overview.png)
 //   replay       open the dead-letter group whose error says "does not exist"
 //                (dead-letters.png), the group (dead-letter-list.png), one
 //                dead letter (dead-letter.png), replay the group through the
@@ -83,9 +84,11 @@ async function run() {
     out.relays = await page.evaluate(figure('relays'));
     await shot('overview-lag.png');
   } else if (stepName === 'drained') {
-    const seen = await until(home, 'nothing waiting on the overview', `(() => {
+    const seen = await until(home, 'nothing waiting on the overview, and the deliveries charted', `(() => {
       const p = ${figure('pending')}, lag = ${figure('lag')};
-      return p === '0' ? { pending: 0, lag } : null; })()`);
+      const chart = document.querySelector('section[data-schema="${schema}"] [data-figure="delivered"]');
+      const delivered = chart ? Number(chart.dataset.total) : 0;
+      return p === '0' && delivered >= 20 ? { pending: 0, lag, delivered } : null; })()`);
     Object.assign(out, seen);
     out.relays = await page.evaluate(figure('relays'));
     out.halted = await page.evaluate(figure('halted'));

@@ -1,4 +1,4 @@
-//! `postbox grant`: least-privilege rights for a producer, relay or consumer role.
+//! `postbox grant`: least-privilege rights for a producer, relay, consumer or console role.
 
 use crate::connection::{connect, DatabaseUrl, Flag};
 use crate::CliError;
@@ -21,7 +21,7 @@ pub struct Args {
     /// The role to grant to (must exist).
     #[arg(long)]
     role: String,
-    /// What the role does: producer, relay or consumer.
+    /// What the role does: producer, relay, consumer or console.
     #[arg(long = "as")]
     kind: Kind,
     /// Print the statements instead of running them.

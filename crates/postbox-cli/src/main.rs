@@ -58,7 +58,7 @@ enum Command {
     Relay(Box<relay::Args>),
     /// Quick demo: produce events, relay them to BullMQ, consume them through the inbox.
     Demo(demo::Args),
-    /// Grant a role the least rights it needs as a producer, the relay or a consumer (connect as the schema's owner or a superuser).
+    /// Grant a role the least rights it needs as a producer, the relay, a consumer or the console (connect as the schema's owner or a superuser).
     Grant(grant::Args),
     /// Inspect, replay or purge dead letters (events the relay gave up on).
     Dlq(dlq::Args),

@@ -2,7 +2,7 @@
 //! UIs. Described by `/api/v1/openapi.json` (openapi.rs).
 
 use crate::ops::dead_letters::{self, Action, Filter, Side};
-use crate::ops::{audit, halted, status};
+use crate::ops::{audit, delivered, halted, status};
 use crate::web::{ApiCaller, Failure};
 use crate::Console;
 use axum::extract::{Path, Query, State};
@@ -19,6 +19,10 @@ pub(crate) fn routes() -> Router<Console> {
         .route("/api/v1/schemas", get(schemas))
         .route("/api/v1/schemas/{schema}", get(schema))
         .route("/api/v1/schemas/{schema}/halted-keys", get(halted_keys))
+        .route(
+            "/api/v1/schemas/{schema}/delivered",
+            get(delivered_last_hour),
+        )
         .route("/api/v1/schemas/{schema}/dead-letters", get(list))
         .route("/api/v1/schemas/{schema}/dead-letters/groups", get(groups))
         .route(
@@ -118,6 +122,18 @@ async fn schema(
     let s = c.schema(&name)?;
     let mut conn = conn(&c).await?;
     Ok(Json(status::schema_status(&mut conn, s).await?))
+}
+
+async fn delivered_last_hour(
+    State(c): State<Console>,
+    _: ApiCaller,
+    Path(name): Path<String>,
+) -> Result<Json<Vec<delivered::Minute>>, Failure> {
+    let s = c.schema(&name)?;
+    let mut conn = conn(&c).await?;
+    Ok(Json(
+        delivered::last_hour(&mut conn, &Queries::new(s)).await?,
+    ))
 }
 
 #[derive(Deserialize, Default)]

@@ -90,6 +90,12 @@ pub(crate) async fn document() -> Json<Value> {
                 "parameters": [schema_param(), {"name": "limit", "in": "query", "schema": {"type": "integer"}}],
                 "responses": ok("Halted keys, by key", json!({"type": "array", "items": {"type": "object"}}))
             }},
+            "/api/v1/schemas/{schema}/delivered": {"get": {
+                "summary": "Events delivered per minute over the last hour (all topics), oldest first, as the relays count them",
+                "parameters": [schema_param()],
+                "responses": ok("Sixty minutes", json!({"type": "array", "items": {"type": "object", "properties": {
+                    "minute": {"type": "string", "format": "date-time"}, "delivered": {"type": "integer"}}}}))
+            }},
             "/api/v1/schemas/{schema}/dead-letters": {"get": {
                 "summary": "A page of dead letters, by id",
                 "parameters": params(true),

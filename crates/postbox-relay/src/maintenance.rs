@@ -1,7 +1,8 @@
 //! Maintenance: retention of sent outbox rows, inbox rows and dead letters in
-//! small batches (one runner per schema at a time, by advisory lock), and the
-//! pending/lag gauges.
+//! small batches (one runner per schema at a time, by advisory lock), the
+//! pending/lag gauges, and the delivered counts the console charts.
 
+use crate::stats::Stats;
 use crate::Config;
 use postbox::{sql::Queries, SchemaName};
 use sqlx::{Connection, PgConnection};
@@ -13,6 +14,7 @@ pub(crate) async fn run(
     config: Arc<Config>,
     servers: Arc<postbox::Servers>,
     schemas: Vec<SchemaName>,
+    stats: Arc<Stats>,
     shutdown: CancellationToken,
 ) {
     let queries: Vec<(SchemaName, Queries)> = schemas
@@ -30,6 +32,9 @@ pub(crate) async fn run(
         }
         if let Some(c) = conn.as_mut() {
             let mut result = gauges(c, &queries).await;
+            if result.is_ok() {
+                result = record_delivered(c, &queries, &stats).await;
+            }
             if result.is_ok() && Instant::now() >= next_retention {
                 next_retention = Instant::now() + config.maintenance_interval;
                 for (schema, q) in &queries {
@@ -49,6 +54,44 @@ pub(crate) async fn run(
             _ = tokio::time::sleep(config.stats_interval) => {}
         }
     }
+}
+
+/// Add what the workers delivered since the last call to each schema's
+/// `outbox_delivered`; on failure the counts wait for the next call.
+async fn record_delivered(
+    c: &mut PgConnection,
+    queries: &[(SchemaName, Queries)],
+    stats: &Stats,
+) -> Result<(), sqlx::Error> {
+    let mut all = stats.take_delivered();
+    let mut failed: Option<sqlx::Error> = None;
+    for (schema, q) in queries {
+        let Some(topics) = all.remove(schema.as_str()) else {
+            continue;
+        };
+        if failed.is_none() {
+            let (names, counts): (Vec<&str>, Vec<i64>) = topics
+                .iter()
+                .map(|(t, n)| (t.as_str(), i64::try_from(*n).unwrap_or(i64::MAX)))
+                .unzip();
+            match sqlx::query(&q.outbox_delivered_record)
+                .bind(&names)
+                .bind(&counts)
+                .execute(&mut *c)
+                .await
+            {
+                Ok(_) => continue,
+                Err(e) => failed = Some(e),
+            }
+        }
+        put_back(stats, schema.as_str(), topics);
+    }
+    failed.map_or(Ok(()), Err)
+}
+
+fn put_back(stats: &Stats, schema: &str, topics: std::collections::HashMap<String, u64>) {
+    let counts: Vec<(&str, u64)> = topics.iter().map(|(t, n)| (t.as_str(), *n)).collect();
+    stats.delivered(schema, &counts);
 }
 
 async fn gauges(
@@ -82,6 +125,10 @@ async fn retention(
     schema: &SchemaName,
     q: &Queries,
 ) -> Result<(), sqlx::Error> {
+    // A day of per-minute counts: small, so one statement, no lock.
+    sqlx::query(&q.outbox_delivered_retention_delete)
+        .execute(&mut *c)
+        .await?;
     for (table, sql, keep) in [
         (
             "outbox",

@@ -297,6 +297,7 @@ impl Relay {
                 config.clone(),
                 self.servers.clone(),
                 schemas.clone(),
+                self.stats.clone(),
                 shutdown.clone(),
             ),
         );

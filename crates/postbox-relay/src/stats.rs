@@ -1,6 +1,10 @@
 //! Counters the relay keeps about itself (exported as metrics later).
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Events delivered per schema and topic.
+pub(crate) type Delivered = HashMap<String, HashMap<String, u64>>;
 
 /// Live counters, shared by all workers of a relay.
 #[derive(Debug, Default)]
@@ -12,6 +16,9 @@ pub struct Stats {
     pub(crate) dead_lettered: AtomicU64,
     /// Partitions held by this relay's workers, all schemas together.
     pub(crate) owned: std::sync::atomic::AtomicI64,
+    /// Delivered events not yet added to the schemas' `outbox_delivered`
+    /// (the maintenance task takes them every `stats_interval`).
+    pub(crate) delivered: std::sync::Mutex<Delivered>,
 }
 
 /// A copy of [`Stats`] at one instant.
@@ -32,6 +39,28 @@ pub struct StatsSnapshot {
 }
 
 impl Stats {
+    /// Count more events delivered in `schema`: `(topic, how many)`.
+    pub(crate) fn delivered(&self, schema: &str, counts: &[(&str, u64)]) {
+        let mut all = self.delivered.lock().expect("delivered counts");
+        let topics = match all.get_mut(schema) {
+            Some(t) => t,
+            None => all.entry(schema.to_owned()).or_default(),
+        };
+        for (topic, n) in counts {
+            match topics.get_mut(*topic) {
+                Some(c) => *c += n,
+                None => {
+                    topics.insert((*topic).to_owned(), *n);
+                }
+            }
+        }
+    }
+
+    /// The delivered counts so far, leaving none.
+    pub(crate) fn take_delivered(&self) -> Delivered {
+        std::mem::take(&mut *self.delivered.lock().expect("delivered counts"))
+    }
+
     /// Read all counters.
     pub fn snapshot(&self) -> StatsSnapshot {
         StatsSnapshot {

@@ -1,5 +1,5 @@
-//! Least-privilege grants for the three kinds of postbox users: producers,
-//! the relay, consumers. Plain SQL in `sql/roles/`, applied by `postbox grant`.
+//! Least-privilege grants for the kinds of postbox users: producers, the
+//! relay, consumers, the operator console. Plain SQL in `sql/roles/`, applied by `postbox grant`.
 
 use crate::{MigrateError, RoleName, SchemaName, UnknownChoice};
 use sqlx::PgConnection;
@@ -13,6 +13,8 @@ pub enum Kind {
     Relay,
     /// INSERT/SELECT on the inbox.
     Consumer,
+    /// Read status and dead letters; replay and purge them (`postbox console`).
+    Console,
 }
 
 impl std::str::FromStr for Kind {
@@ -22,10 +24,11 @@ impl std::str::FromStr for Kind {
             "producer" => Ok(Kind::Producer),
             "relay" => Ok(Kind::Relay),
             "consumer" => Ok(Kind::Consumer),
+            "console" => Ok(Kind::Console),
             other => Err(UnknownChoice {
                 what: "role kind",
                 value: other.to_owned(),
-                choices: "producer, relay or consumer",
+                choices: "producer, relay, consumer or console",
             }),
         }
     }
@@ -37,6 +40,7 @@ pub fn grants(kind: Kind, schema: &SchemaName, role: &RoleName) -> String {
         Kind::Producer => include_str!("../sql/roles/producer.sql"),
         Kind::Relay => include_str!("../sql/roles/relay.sql"),
         Kind::Consumer => include_str!("../sql/roles/consumer.sql"),
+        Kind::Console => include_str!("../sql/roles/console.sql"),
     };
     crate::sql::render(template, schema).replace("{role}", role.as_str())
 }

@@ -163,6 +163,9 @@ queries!(
     outbox_halted_keys,
     console_audit_record,
     console_audit_list,
+    outbox_delivered_record,
+    outbox_delivered_retention_delete,
+    outbox_delivered_last_hour,
 );
 
 /// Fill the `{schema}` and `{publication}` placeholders. `schema` is

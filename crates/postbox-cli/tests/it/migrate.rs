@@ -50,6 +50,7 @@ async fn migrate_is_idempotent_and_versioned() {
             "inbox_dead_letter",
             "outbox",
             "outbox_dead_letter",
+            "outbox_delivered",
             "outbox_wakeup",
             "postbox_migrations"
         ]

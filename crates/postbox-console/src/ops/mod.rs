@@ -4,6 +4,7 @@
 
 pub mod audit;
 pub mod dead_letters;
+pub mod delivered;
 pub mod halted;
 pub mod status;
 

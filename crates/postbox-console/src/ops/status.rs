@@ -62,6 +62,7 @@ struct Session {
     application_name: Option<String>,
     client_addr: Option<String>,
     backend_start: Option<DateTime<Utc>>,
+    state_change: Option<DateTime<Utc>>,
     partitions: Vec<i32>,
 }
 
@@ -84,6 +85,10 @@ pub struct Instance {
     pub client_addr: Option<String>,
     /// Start of its oldest session on this schema (pg_stat_activity.backend_start).
     pub session_start: Option<DateTime<Utc>>,
+    /// When its sessions last began or ended a statement (its heartbeat: a
+    /// working relay queries every poll_interval); null without the privilege
+    /// to see other roles' sessions.
+    pub last_active: Option<DateTime<Utc>>,
 }
 
 /// The status of `schema`, read in one transaction: behind a transaction
@@ -180,6 +185,7 @@ fn summarize(
                 partitions,
                 client_addr: (!addrs.is_empty()).then(|| addrs.join(",")),
                 session_start: sessions.iter().filter_map(|s| s.backend_start).min(),
+                last_active: sessions.iter().filter_map(|s| s.state_change).max(),
                 instance,
             }
         })

@@ -2,7 +2,7 @@
 //! keys) and the audit page.
 
 use super::{age, failure_page, layout};
-use crate::ops::{audit, halted, status};
+use crate::ops::{audit, delivered, halted, status};
 use crate::web::{Failure, PageCaller};
 use crate::Console;
 use axum::extract::{Path, State};
@@ -15,6 +15,7 @@ async fn schema_section(c: &Console, s: &postbox::SchemaName) -> Result<Markup, 
     let mut conn = c.0.pool.acquire().await?;
     let st = status::schema_status(&mut conn, s).await?;
     let halted = halted::halted_keys(&mut conn, &Queries::new(s), 50).await?;
+    let minutes = delivered::last_hour(&mut conn, &Queries::new(s)).await?;
     let base = &c.0.base;
     let lag = st.oldest_pending_age_seconds.map_or("-".to_owned(), age);
     Ok(html! {
@@ -30,6 +31,7 @@ async fn schema_section(c: &Console, s: &postbox::SchemaName) -> Result<Markup, 
                     a href={ (base) "/schemas/" (st.schema) "/dead-letters?side=consumer" } { (st.consumer_dead_letters) } } }
             }
             p.muted { "Wake-up: " code { (st.wake_up) } " · read path: " code { (st.read_path) } }
+            (chart(&minutes))
             @if !st.topics.is_empty() {
                 table {
                     tr { th { "Topic" } th { "Pending" } th { "Oldest pending" } th { "Retrying" } th { "Dead letters" } }
@@ -63,7 +65,7 @@ async fn schema_section(c: &Console, s: &postbox::SchemaName) -> Result<Markup, 
                     @if !st.partitions_unowned.is_empty() { span.bad { " · unowned: " (st.partitions_unowned) } }
                 }
                 table {
-                    tr { th { "Instance" } th { "Sessions" } th { "Partitions" } th { "Client" } th { "Session start" } }
+                    tr { th { "Instance" } th { "Sessions" } th { "Partitions" } th { "Client" } th { "Session start" } th { "Last query" } }
                     @for r in &st.relays {
                         tr {
                             td { code { (r.instance) } }
@@ -71,6 +73,7 @@ async fn schema_section(c: &Console, s: &postbox::SchemaName) -> Result<Markup, 
                             td { (if r.partition_ranges.is_empty() { "-" } else { r.partition_ranges.as_str() }) }
                             td { (r.client_addr.as_deref().unwrap_or("local")) }
                             td { (r.session_start.map_or("?".to_owned(), |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())) }
+                            td { (r.last_active.map_or("?".to_owned(), |t| age((chrono::Utc::now() - t).num_milliseconds() as f64 / 1000.0) + " ago")) }
                         }
                     }
                 }
@@ -96,6 +99,33 @@ async fn schema_section(c: &Console, s: &postbox::SchemaName) -> Result<Markup, 
             }
         }
     })
+}
+
+/// Delivered per minute over the last hour, as bars (an inline SVG: no script).
+fn chart(minutes: &[delivered::Minute]) -> Markup {
+    let (w, h, bar) = (720.0_f64, 90.0_f64, 12.0_f64);
+    let max = minutes
+        .iter()
+        .map(|m| m.delivered)
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64;
+    let total: i64 = minutes.iter().map(|m| m.delivered).sum();
+    let last = minutes.last().map_or(0, |m| m.delivered);
+    html! {
+        figure data-figure="delivered" data-total=(total) {
+            figcaption { "Delivered per minute, last hour: " b { (total) } " in all, " (last) " this minute (peak " (max as i64) ")" }
+            svg width=(w) height=(h) viewBox={ "0 0 " (w) " " (h) } role="img" aria-label="events delivered per minute over the last hour" {
+                rect x="0" y="0" width=(w) height=(h) fill="#fff" stroke="#dde1e7" {}
+                @for (i, m) in minutes.iter().enumerate() {
+                    @let bh = (m.delivered as f64 / max * (h - 10.0)).max(if m.delivered > 0 { 1.0 } else { 0.0 });
+                    rect x=(i as f64 * bar + 1.0) y=(h - bh) width=(bar - 2.0) height=(bh) fill="#3b6fd8" {
+                        title { (m.minute.format("%H:%M")) ": " (m.delivered) }
+                    }
+                }
+            }
+        }
+    }
 }
 
 pub(super) async fn overview(State(c): State<Console>, PageCaller(caller): PageCaller) -> Response {

@@ -361,10 +361,19 @@ impl Worker {
         // a measurable share of the relay's CPU.
         let latency =
             metrics::histogram!("postbox_publish_latency_seconds", "schema" => schema.clone());
+        // Per topic, for the console's chart (a batch holds few topics).
+        let mut by_topic: Vec<(&str, u64)> = Vec::new();
         for e in batch.iter().filter(|e| sent.contains(&e.id)) {
             // The producer's commit → marked sent: how long a consumer waits for the relay.
             let lag = (now - e.created_at).num_microseconds().unwrap_or(0) as f64 / 1e6;
             latency.record(lag.max(0.0));
+            match by_topic.iter_mut().find(|(t, _)| *t == e.topic) {
+                Some(c) => c.1 += 1,
+                None => by_topic.push((&e.topic, 1)),
+            }
+        }
+        if !by_topic.is_empty() {
+            self.stats.delivered(self.schema.as_str(), &by_topic);
         }
         if !plan.rejected.is_empty() {
             metrics::counter!("postbox_publish_errors_total", "schema" => schema.clone(), "class" => "rejected").increment(plan.rejected.len() as u64);

@@ -36,3 +36,15 @@ CREATE TABLE {schema}.console_audit (
     selection jsonb       NOT NULL,   -- the filter the action applied
     count     int         NOT NULL    -- rows touched
 );
+
+-- Events delivered per minute and topic, as the relays count them: what the
+-- console's chart of the last hour reads (sent rows may be deleted at once, or
+-- by retention). Each relay adds its counts every stats_interval; the relay's
+-- maintenance deletes minutes older than a day. A relay killed between two
+-- flushes loses its last few seconds of counts: a figure, not a ledger.
+CREATE TABLE {schema}.outbox_delivered (
+    minute    timestamptz NOT NULL,
+    topic     text        NOT NULL,
+    delivered bigint      NOT NULL,
+    PRIMARY KEY (minute, topic)
+);

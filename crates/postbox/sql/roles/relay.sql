@@ -7,6 +7,7 @@ GRANT SELECT, DELETE ON {schema}.inbox TO {role};
 GRANT SELECT, DELETE ON {schema}.inbox_dead_letter TO {role};
 GRANT SELECT ON {schema}.postbox_migrations TO {role};
 GRANT SELECT, UPDATE ON {schema}.outbox_wakeup TO {role};
+GRANT SELECT, INSERT, UPDATE, DELETE ON {schema}.outbox_delivered TO {role};
 -- With `postbox migrate --notify logical` the relay also opens one replication
 -- session (a temporary logical slot): its role needs the REPLICATION attribute,
 -- which only a superuser can give, so it is not granted here:

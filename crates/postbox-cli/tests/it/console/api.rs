@@ -79,6 +79,18 @@ async fn reads_need_a_token_and_show_groups_pages_and_one_dead_letter() {
     assert_eq!(d["topic"], "big");
     assert_eq!(d["payload"], json!({"n": 1}));
 
+    // Deliveries per minute: sixty minutes, none here (no relay ran).
+    let (status, minutes) = c
+        .get(&format!("/api/v1/schemas/{s}/delivered"), Some(VIEWER))
+        .await;
+    assert_eq!(status, 200, "{minutes}");
+    assert_eq!(minutes.as_array().unwrap().len(), 60);
+    assert!(minutes
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|m| m["delivered"] == 0));
+
     // Halted keys and audit read (empty here).
     let (status, h) = c
         .get(&format!("/api/v1/schemas/{s}/halted-keys"), Some(VIEWER))
@@ -273,6 +285,7 @@ async fn a_browser_session_needs_the_csrf_token_to_act() {
         "/api/v1/schemas",
         "/api/v1/schemas/{schema}",
         "/api/v1/schemas/{schema}/halted-keys",
+        "/api/v1/schemas/{schema}/delivered",
         "/api/v1/schemas/{schema}/dead-letters",
         "/api/v1/schemas/{schema}/dead-letters/groups",
         "/api/v1/schemas/{schema}/dead-letters/{side}/{id}",
@@ -415,4 +428,78 @@ async fn the_console_refuses_to_start_without_users_or_with_a_bad_file() {
     let e = run(Some("bob superuser 0123456789abcdef0\n")).await;
     assert!(e.contains("line 1") && e.contains("viewer"), "{e}");
     ctx.cleanup().await;
+}
+
+/// As a role granted `--as console` only: every read, a replay and a purge
+/// with the console's own statements, and the audit rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_runs_with_least_privilege() {
+    let ctx = Ctx::new("con_role").await;
+    seed(&ctx).await;
+    let role = format!("r{}_console", postbox_testkit::suffix());
+    sqlx::raw_sql(&format!("CREATE ROLE {role} LOGIN PASSWORD 'postbox-test'"))
+        .execute(&ctx.pool)
+        .await
+        .unwrap();
+    let url = postbox_testkit::database_url();
+    let (ok, out, err) = crate::dlq::cli(&[
+        "grant",
+        "--database-url",
+        &url,
+        "--schema",
+        &ctx.schema,
+        "--role",
+        &role,
+        "--as",
+        "console",
+    ])
+    .await;
+    assert!(ok, "{out}{err}");
+    let mut as_role = url::Url::parse(&url).unwrap();
+    as_role.set_username(&role).unwrap();
+    as_role.set_password(Some("postbox-test")).unwrap();
+    let console = ConsoleProcess::start_as(as_role.as_str(), &ctx.schema, &[]).await;
+    let c = Client::new(&console);
+    let s = &ctx.schema;
+    for path in [
+        format!("/api/v1/schemas/{s}"),
+        format!("/api/v1/schemas/{s}/halted-keys"),
+        format!("/api/v1/schemas/{s}/delivered"),
+        format!("/api/v1/schemas/{s}/dead-letters"),
+        format!("/api/v1/schemas/{s}/dead-letters/groups?side=consumer"),
+        format!("/api/v1/schemas/{s}/dead-letters/relay/1"),
+        format!("/api/v1/schemas/{s}/audit"),
+    ] {
+        let (status, body) = c.get(&path, Some(VIEWER)).await;
+        assert_eq!(status, 200, "{path}: {body}");
+    }
+    let replay = json!({"filter": {"topic": "big"}, "confirmed_count": 2});
+    let (status, body) = c
+        .post(
+            &format!("/api/v1/schemas/{s}/dead-letters/replay"),
+            Some(ADMIN),
+            replay,
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let purge =
+        json!({"side": "consumer", "filter": {"consumer": "shipping"}, "confirmed_count": 1});
+    let (status, body) = c
+        .post(
+            &format!("/api/v1/schemas/{s}/dead-letters/purge"),
+            Some(ADMIN),
+            purge,
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let (_, audit) = c
+        .get(&format!("/api/v1/schemas/{s}/audit"), Some(VIEWER))
+        .await;
+    assert!(!audit.as_array().unwrap().is_empty(), "{audit}");
+    assert_eq!(ctx.unsent().await, 2, "replayed into the outbox");
+    drop(console);
+    ctx.cleanup().await;
+    let _ = sqlx::raw_sql(&format!("DROP OWNED BY {role}; DROP ROLE {role}"))
+        .execute(&postbox_testkit::pool().await)
+        .await;
 }

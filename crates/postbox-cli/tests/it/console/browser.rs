@@ -168,6 +168,7 @@ async fn an_operator_sees_lag_and_replays_a_fixed_group_in_a_browser() {
     let r = relay();
     let drained = step("drained", &console, &ctx.schema, ADMIN).await;
     assert_eq!(drained["pending"], 0, "{drained}");
+    assert!(drained["delivered"].as_i64().unwrap() >= 20, "{drained}");
     assert!(
         drained["relays"]
             .as_str()

@@ -20,6 +20,11 @@ pub(crate) struct ConsoleProcess {
 
 impl ConsoleProcess {
     pub(crate) async fn start(schema: &str, extra: &[&str]) -> ConsoleProcess {
+        Self::start_as(&postbox_testkit::database_url(), schema, extra).await
+    }
+
+    /// Start it reading through `url` (another role's).
+    pub(crate) async fn start_as(url: &str, schema: &str, extra: &[&str]) -> ConsoleProcess {
         let users = format!("alice admin {ADMIN}\nvic viewer {VIEWER}\n");
         let mut child = tokio::process::Command::new(BIN)
             .args([
