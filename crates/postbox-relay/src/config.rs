@@ -121,7 +121,9 @@ pub struct Config {
     pub maintenance_interval: Duration,
     /// Rows deleted per retention statement.
     pub retention_batch: i64,
-    /// How often the pending/lag gauges are refreshed.
+    /// How often the pending/lag gauges are refreshed, and the events
+    /// delivered since are added to the schema's per-minute counts (the
+    /// console's chart).
     #[serde(with = "humantime_serde")]
     #[schemars(with = "crate::HumanDuration")]
     pub stats_interval: Duration,

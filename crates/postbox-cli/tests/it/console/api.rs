@@ -91,11 +91,58 @@ async fn reads_need_a_token_and_show_groups_pages_and_one_dead_letter() {
         .iter()
         .all(|m| m["delivered"] == 0));
 
-    // Halted keys and audit read (empty here).
+    // Halted keys: none, then one waiting out a backoff and one blocked.
     let (status, h) = c
         .get(&format!("/api/v1/schemas/{s}/halted-keys"), Some(VIEWER))
         .await;
     assert_eq!((status, h), (200, json!([])));
+    ctx.produce(vec![
+        ctx.event("h1", 1),
+        ctx.event("h1", 2),
+        ctx.event("h2", 1),
+    ])
+    .await;
+    sqlx::raw_sql(&format!(
+        "UPDATE {s}.outbox SET attempts = 3, last_error = 'broker said no', next_attempt_at = now() + interval '1 hour'
+          WHERE key = 'h1' AND id = (SELECT min(id) FROM {s}.outbox WHERE key = 'h1');
+         UPDATE {s}.outbox SET attempts = 10, last_error = 'out of attempts', next_attempt_at = 'infinity' WHERE key = 'h2'"
+    ))
+    .execute(&ctx.pool)
+    .await
+    .unwrap();
+    let (status, h) = c
+        .get(&format!("/api/v1/schemas/{s}/halted-keys"), Some(VIEWER))
+        .await;
+    assert_eq!(status, 200, "{h}");
+    let h = h.as_array().unwrap();
+    assert_eq!(h.len(), 2, "{h:?}");
+    assert_eq!(
+        (h[0]["key"].clone(), h[0]["blocked"].clone()),
+        (json!("h1"), json!(false))
+    );
+    assert!(h[0]["next_attempt_at"].is_string(), "{h:?}");
+    assert_eq!(h[0]["last_error"], "broker said no");
+    assert_eq!(
+        (h[1]["key"].clone(), h[1]["blocked"].clone()),
+        (json!("h2"), json!(true))
+    );
+    assert!(h[1]["next_attempt_at"].is_null(), "{h:?}");
+    let page = c
+        .http
+        .get(format!("{}/", c.base))
+        .bearer_auth(VIEWER)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains("blocked until an operator acts") && page.contains("broker said no"),
+        "{page}"
+    );
+
+    // The audit (empty here).
     let (status, a) = c
         .get(&format!("/api/v1/schemas/{s}/audit"), Some(VIEWER))
         .await;

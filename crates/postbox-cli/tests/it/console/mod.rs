@@ -27,11 +27,7 @@ impl ConsoleProcess {
     pub(crate) async fn start_as(url: &str, schema: &str, extra: &[&str]) -> ConsoleProcess {
         let users = format!("alice admin {ADMIN}\nvic viewer {VIEWER}\n");
         let mut child = tokio::process::Command::new(BIN)
-            .args([
-                "console",
-                "--database-url",
-                &postbox_testkit::database_url(),
-            ])
+            .args(["console", "--database-url", url])
             .args(["--schema", schema, "--listen", "127.0.0.1:0"])
             .args(extra)
             .env("POSTBOX_CONSOLE_USERS", users)
