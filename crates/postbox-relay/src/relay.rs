@@ -261,10 +261,13 @@ impl Relay {
             found
         };
         let config = Arc::new(self.config);
+        // `postbox-relay:<pid>:<id>@<version>`: what `postbox status` and the
+        // console show of each relay, from its sessions' application_name.
         let instance: Arc<str> = format!(
-            "postbox-relay:{}:{}",
+            "postbox-relay:{}:{}@{}",
             std::process::id(),
-            &uuid::Uuid::new_v4().simple().to_string()[..6]
+            &uuid::Uuid::new_v4().simple().to_string()[..6],
+            env!("CARGO_PKG_VERSION")
         )
         .into();
         let mut tasks = Tasks::default();

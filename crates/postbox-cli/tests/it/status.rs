@@ -63,6 +63,7 @@ async fn status_shows_two_relays_sharing_the_partitions() {
         assert_eq!(r["backend_pids"].as_array().unwrap().len(), sessions);
         assert!(r["session_start"].is_string(), "{r}");
         assert!(r["last_active"].is_string(), "{r}");
+        assert_eq!(r["version"], env!("CARGO_PKG_VERSION"), "{r}");
         assert!(!r["partition_ranges"].as_str().unwrap().is_empty(), "{r}");
     }
 

@@ -69,8 +69,12 @@ struct Session {
 /// One relay process (or an unknown session holding postbox locks).
 #[derive(Serialize)]
 pub struct Instance {
-    /// `postbox-relay:<pid>:<id>`: the prefix of its sessions' application_name.
+    /// `postbox-relay:<pid>:<id>@<version>`: the prefix of its sessions'
+    /// application_name.
     pub instance: String,
+    /// The relay's version, from its instance name (null for relays before
+    /// 0.1's console, and for sessions that are not a relay's).
+    pub version: Option<String>,
     /// The relay's process id on its host, from the instance name.
     pub process_id: Option<u32>,
     /// Its worker sessions on this schema.
@@ -175,6 +179,10 @@ fn summarize(
             addrs.sort_unstable();
             addrs.dedup();
             Instance {
+                version: instance
+                    .strip_prefix("postbox-relay:")
+                    .and_then(|r| r.split_once('@'))
+                    .map(|(_, v)| v.to_owned()),
                 process_id: instance
                     .strip_prefix("postbox-relay:")
                     .and_then(|r| r.split(':').next())

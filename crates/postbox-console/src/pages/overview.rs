@@ -65,10 +65,11 @@ async fn schema_section(c: &Console, s: &postbox::SchemaName) -> Result<Markup, 
                     @if !st.partitions_unowned.is_empty() { span.bad { " · unowned: " (st.partitions_unowned) } }
                 }
                 table {
-                    tr { th { "Instance" } th { "Sessions" } th { "Partitions" } th { "Client" } th { "Session start" } th { "Last query" } }
+                    tr { th { "Instance" } th { "Version" } th { "Sessions" } th { "Partitions" } th { "Client" } th { "Session start" } th { "Last query" } }
                     @for r in &st.relays {
                         tr {
                             td { code { (r.instance) } }
+                            td { (r.version.as_deref().unwrap_or("?")) }
                             td.n { (r.sessions) }
                             td { (if r.partition_ranges.is_empty() { "-" } else { r.partition_ranges.as_str() }) }
                             td { (r.client_addr.as_deref().unwrap_or("local")) }

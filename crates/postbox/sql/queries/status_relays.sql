@@ -3,7 +3,7 @@
 -- (partition_try_acquire.sql), with the partitions each owns and what
 -- pg_stat_activity tells about it (state_change: when its last statement
 -- began or ended; a working relay's sessions query every poll_interval). application_name is
--- `postbox-relay:<pid>:<id>:worker`; client_addr and backend_start are NULL for
+-- `postbox-relay:<pid>:<id>@<version>:worker`; client_addr and backend_start are NULL for
 -- other roles' sessions unless the caller has pg_read_all_stats.
 SELECT l.pid,
        a.application_name,
