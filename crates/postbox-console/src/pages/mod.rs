@@ -5,10 +5,10 @@
 mod dead_letters;
 mod overview;
 
-use crate::web::{cookie_value, Caller, Failure, PageCaller, COOKIE};
+use crate::web::{Caller, Failure, PageCaller, COOKIE};
 use crate::Console;
 use axum::extract::{Form, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use axum::Router;
@@ -160,13 +160,11 @@ struct CsrfForm {
 async fn logout(
     State(c): State<Console>,
     PageCaller(caller): PageCaller,
-    headers: HeaderMap,
     Form(f): Form<CsrfForm>,
 ) -> Response {
     if let Err(e) = caller.csrf(&c, f.csrf.as_deref()) {
         return failure_page(&c, Some(&caller), e);
     }
-    let _ = cookie_value(&headers);
     let path = if c.0.base.is_empty() {
         "/"
     } else {

@@ -427,6 +427,25 @@ async fn a_browser_session_needs_the_csrf_token_to_act() {
     assert_eq!(r.status().as_u16(), 200);
     assert!(r.text().await.unwrap().contains("Purged 2"));
     assert_eq!(ctx.dead_letters().await.len(), 3);
+    // Signing out needs the token too, and clears the cookie.
+    let logout = format!("{}/postbox/logout", c.base);
+    let r = with_form(c.http.post(&logout).header("cookie", &session), &[])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 403);
+    let r = with_form(
+        c.http.post(&logout).header("cookie", &session),
+        &[("csrf", &csrf)],
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(r.status().as_u16(), 303);
+    assert!(r.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .contains("Max-Age=0"));
     // A forged cookie is no session.
     let forged = session.replacen("alice", "vic", 1);
     let r = c
