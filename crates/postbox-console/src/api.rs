@@ -66,14 +66,17 @@ impl FilterQuery {
                 })
                 .collect::<Result<_, _>>()?,
         };
+        // A form sends its empty fields too: those filter nothing, and are
+        // left out of the confirmation page and the audit row.
+        let given = |v: &Option<String>| v.clone().filter(|s| !s.is_empty());
         Ok(Filter {
-            consumer: self.consumer.clone(),
-            topic: self.topic.clone(),
-            key: self.key.clone(),
+            consumer: given(&self.consumer),
+            topic: given(&self.topic),
+            key: given(&self.key),
             older_than_seconds: self.older_than_seconds,
             newer_than_seconds: self.newer_than_seconds,
-            error: self.error.clone(),
-            fingerprint: self.fingerprint.clone(),
+            error: given(&self.error),
+            fingerprint: given(&self.fingerprint),
             ids,
         })
     }

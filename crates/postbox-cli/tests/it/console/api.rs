@@ -427,6 +427,12 @@ async fn a_browser_session_needs_the_csrf_token_to_act() {
     assert_eq!(r.status().as_u16(), 200);
     assert!(r.text().await.unwrap().contains("Purged 2"));
     assert_eq!(ctx.dead_letters().await.len(), 3);
+    // The audit names what the form selected, not its empty fields.
+    let (_, audit) = c
+        .get(&format!("/postbox/api/v1/schemas/{s}/audit"), Some(VIEWER))
+        .await;
+    assert_eq!(audit[0]["selection"], json!({"topic": "big"}), "{audit}");
+    assert_eq!(audit[0]["actor"], "alice");
     // Signing out needs the token too, and clears the cookie.
     let logout = format!("{}/postbox/logout", c.base);
     let r = with_form(c.http.post(&logout).header("cookie", &session), &[])
