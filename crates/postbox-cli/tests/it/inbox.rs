@@ -446,8 +446,27 @@ async fn an_idle_bullmq_inbox_worker_stops_within_two_seconds() {
     .await
     .unwrap();
     let running = tokio::spawn(worker.run());
-    // Let the worker reach its blocking wait on the empty queue.
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    // The worker has reached its blocking wait on the empty queue: bullmq
+    // lists its named connection for this queue, in BZPOPMIN.
+    let queue = postbox_bullmq::bullmq::Queue::with_options(
+        &ctx.queue,
+        postbox_bullmq::bullmq::QueueOptions {
+            connection: postbox_bullmq::bullmq::options::RedisConnectionOptions {
+                url: postbox_testkit::redis_url(),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    wait_until(LONG, "the idle worker's blocking fetch", || async {
+        let workers = queue.get_workers().await.unwrap();
+        workers
+            .iter()
+            .any(|w| w.get("cmd").map(String::as_str) == Some("bzpopmin"))
+    })
+    .await;
     let asked = std::time::Instant::now();
     stop.cancel();
     tokio::time::timeout(std::time::Duration::from_secs(10), running)
