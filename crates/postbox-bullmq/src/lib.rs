@@ -18,12 +18,9 @@ mod worker;
 
 #[cfg(feature = "sink")]
 pub use config::{BullmqConfig, PayloadPolicy, PublishMode};
-/// The inbox loop this crate's worker wraps, re-exported: a consumer needs no
-/// other postbox crate.
-pub use postbox::{
-    handler_fn, BoxError, CancellationToken, ConsumeError, Handler, Inbox, InboxConsumer, Message,
-    Processed, RetryPolicy,
-};
+/// The inbox loop this crate's consumer wraps, with its handler and retry
+/// types: a consumer needs no other postbox crate.
+pub use postbox::prelude::*;
 #[cfg(feature = "sink")]
 pub use sink::{BullmqSink, JobData};
 pub use worker::{inbox_worker, message, trace_context, worker_options, InboxWorker};

@@ -21,12 +21,9 @@ mod transactions;
 #[cfg(feature = "sink")]
 pub use config::{KafkaConfig, PublishMode, ValueFormat};
 pub use consumer::{consumer_config, inbox_consumer, message, message_id, trace_context};
-/// The inbox loop this crate's consumer wraps, re-exported: a consumer needs
-/// no other postbox crate.
-pub use postbox::{
-    handler_fn, BoxError, CancellationToken, ConsumeError, Handler, Inbox, InboxConsumer, Message,
-    Processed, RetryPolicy,
-};
+/// The inbox loop this crate's consumer wraps, with its handler and retry
+/// types: a consumer needs no other postbox crate.
+pub use postbox::prelude::*;
 #[cfg(feature = "sink")]
 pub use {encoding::Outgoing, sink::KafkaSink};
 

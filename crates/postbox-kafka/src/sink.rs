@@ -238,14 +238,6 @@ impl Sink for KafkaSink {
 mod tests {
     use super::*;
 
-    fn rejected(e: SinkError) -> bool {
-        matches!(e, SinkError::Rejected { .. })
-    }
-
-    fn transient(e: SinkError) -> bool {
-        matches!(e, SinkError::Transient { .. })
-    }
-
     /// A producer whose broker is never reached: librdkafka refuses some
     /// messages itself, before any broker is asked.
     fn offline_producer(settings: &[(&str, &str)]) -> FutureProducer {
@@ -267,17 +259,17 @@ mod tests {
             panic!("librdkafka refuses a message over message.max.bytes");
         };
         assert_eq!(e.rdkafka_error_code(), Some(C::MessageSizeTooLarge), "{e}");
-        assert!(rejected(classify(&e, "delivering")));
+        assert!(classify(&e, "delivering").is_rejected());
         // The broker's answer, when its own limit is the lower one.
         let e = KafkaError::MessageProduction(C::MessageSizeTooLarge);
-        assert!(rejected(classify(&e, "delivering")));
+        assert!(classify(&e, "delivering").is_rejected());
     }
 
     #[test]
     fn an_invalid_message_is_a_refusal_of_that_event() {
         for code in [C::InvalidMessageSize, C::InvalidMessage, C::InvalidRecord] {
             let e = KafkaError::MessageProduction(code);
-            assert!(rejected(classify(&e, "delivering")), "{code:?}");
+            assert!(classify(&e, "delivering").is_rejected(), "{code:?}");
         }
     }
 
@@ -285,14 +277,14 @@ mod tests {
     fn a_missing_or_invalid_topic_is_a_refusal_of_that_event() {
         for code in [C::InvalidTopic, C::UnknownTopic, C::UnknownTopicOrPartition] {
             let e = KafkaError::MessageProduction(code);
-            assert!(rejected(classify(&e, "delivering")), "{code:?}");
+            assert!(classify(&e, "delivering").is_rejected(), "{code:?}");
         }
     }
 
     #[test]
     fn a_refused_topic_authorization_is_a_refusal_of_that_event() {
         let e = KafkaError::MessageProduction(C::TopicAuthorizationFailed);
-        assert!(rejected(classify(&e, "delivering")));
+        assert!(classify(&e, "delivering").is_rejected());
     }
 
     /// Every event would fail alike: none is dead-lettered, the rows wait
@@ -303,7 +295,7 @@ mod tests {
         let class = classify(&e, "delivering");
         let text = class.to_string();
         assert!(
-            transient(class) && text.contains("IdempotentWrite"),
+            class.is_transient() && text.contains("IdempotentWrite"),
             "{text}"
         );
     }
@@ -311,9 +303,9 @@ mod tests {
     #[test]
     fn the_code_decides_whatever_the_operation_that_failed() {
         let e = KafkaError::MetadataFetch(C::TopicAuthorizationFailed);
-        assert!(rejected(classify(&e, "Kafka metadata")));
+        assert!(classify(&e, "Kafka metadata").is_rejected());
         let e = KafkaError::MetadataFetch(C::AllBrokersDown);
-        assert!(transient(classify(&e, "Kafka metadata")));
+        assert!(classify(&e, "Kafka metadata").is_transient());
     }
 
     #[test]
@@ -326,7 +318,7 @@ mod tests {
             panic!("the queue holds one message");
         };
         assert_eq!(e.rdkafka_error_code(), Some(C::QueueFull), "{e}");
-        assert!(transient(classify(&e, "delivering")));
+        assert!(classify(&e, "delivering").is_transient());
     }
 
     #[test]
@@ -345,7 +337,7 @@ mod tests {
             C::InvalidProducerEpoch,
         ] {
             let e = KafkaError::MessageProduction(code);
-            assert!(transient(classify(&e, "delivering")), "{code:?}");
+            assert!(classify(&e, "delivering").is_transient(), "{code:?}");
         }
     }
 
@@ -353,6 +345,6 @@ mod tests {
     fn an_error_without_a_code_is_transient() {
         let e = KafkaError::Canceled;
         assert_eq!(e.rdkafka_error_code(), None);
-        assert!(transient(classify(&e, "delivering")));
+        assert!(classify(&e, "delivering").is_transient());
     }
 }

@@ -189,21 +189,10 @@ mod tests {
     use jetstream::context::PublishError;
     use std::time::Duration;
 
-    fn rejected(e: SinkError) -> bool {
-        matches!(e, SinkError::Rejected { .. })
-    }
-
-    fn transient(e: SinkError) -> bool {
-        matches!(e, SinkError::Transient { .. })
-    }
-
     /// A JetStream context whose server is never reached: the client checks
     /// some things itself and times out waiting for the rest.
     async fn offline() -> jetstream::Context {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        let port = postbox_testkit::free_port();
         let client = async_nats::ConnectOptions::new()
             .retry_on_initial_connect()
             .connect(format!("127.0.0.1:{port}"))
@@ -222,7 +211,7 @@ mod tests {
     #[test]
     fn no_stream_for_the_subject_is_a_refusal_of_that_event() {
         let e = PublishError::new(PublishErrorKind::StreamNotFound);
-        assert!(rejected(classify(&e, "orders.1")));
+        assert!(classify(&e, "orders.1").is_rejected());
     }
 
     #[tokio::test]
@@ -234,7 +223,7 @@ mod tests {
             .await
             .expect_err("over the default max_payload (1 MiB)");
         assert_eq!(e.kind(), PublishErrorKind::MaxPayloadExceeded, "{e}");
-        assert!(rejected(classify(&e, "orders.1")));
+        assert!(classify(&e, "orders.1").is_rejected());
     }
 
     #[test]
@@ -243,12 +232,12 @@ mod tests {
             PublishErrorKind::WrongLastMessageId,
             api_error(r#"{"code":400,"err_code":10070,"description":"wrong last msg ID: 1"}"#),
         );
-        assert!(rejected(classify(&e, "orders.1")));
+        assert!(classify(&e, "orders.1").is_rejected());
         let e = PublishError::with_source(
             PublishErrorKind::WrongLastSequence,
             api_error(r#"{"code":400,"err_code":10071,"description":"wrong last sequence: 7"}"#),
         );
-        assert!(rejected(classify(&e, "orders.1")));
+        assert!(classify(&e, "orders.1").is_rejected());
     }
 
     #[test]
@@ -276,7 +265,7 @@ mod tests {
             .expect("the message is queued while the client reconnects");
         let e = ack.await.expect_err("no server answers");
         assert_eq!(e.kind(), PublishErrorKind::TimedOut, "{e}");
-        assert!(transient(classify(&e, "orders.1")));
+        assert!(classify(&e, "orders.1").is_transient());
     }
 
     #[test]
@@ -298,7 +287,7 @@ mod tests {
             ),
         ];
         for e in errors {
-            assert!(transient(classify(&e, "orders.1")), "{e}");
+            assert!(classify(&e, "orders.1").is_transient(), "{e}");
         }
     }
 }

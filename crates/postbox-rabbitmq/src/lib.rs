@@ -16,12 +16,9 @@ mod sink;
 #[cfg(feature = "sink")]
 pub use config::{RabbitmqConfig, RoutingKey, TopicRoute};
 pub use consumer::{declare, inbox_consumer, message, ConsumerOptions};
-/// The inbox loop this crate's consumer wraps, re-exported: a consumer needs
-/// no other postbox crate.
-pub use postbox::{
-    handler_fn, BoxError, CancellationToken, ConsumeError, Handler, Inbox, InboxConsumer, Message,
-    Processed, RetryPolicy,
-};
+/// The inbox loop this crate's consumer wraps, with its handler and retry
+/// types: a consumer needs no other postbox crate.
+pub use postbox::prelude::*;
 #[cfg(feature = "sink")]
 pub use sink::RabbitmqSink;
 

@@ -227,14 +227,6 @@ impl Sink for RedisStreamsSink {
 mod tests {
     use super::*;
 
-    fn rejected(e: SinkError) -> bool {
-        matches!(e, SinkError::Rejected { .. })
-    }
-
-    fn transient(e: SinkError) -> bool {
-        matches!(e, SinkError::Transient { .. })
-    }
-
     /// An error reply as redis-rs reads it off the wire (`-CODE detail`).
     fn reply(line: &str) -> redis::RedisError {
         redis::parse_redis_value(format!("-{line}\r\n").as_bytes())
@@ -245,10 +237,7 @@ mod tests {
 
     /// What redis-rs returns when nothing listens on the port.
     async fn refused() -> redis::RedisError {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        let port = postbox_testkit::free_port();
         redis::Client::open(format!("redis://127.0.0.1:{port}/"))
             .expect("a valid URL")
             .get_multiplexed_async_connection()
@@ -259,7 +248,7 @@ mod tests {
     #[test]
     fn a_stream_key_of_another_type_is_a_refusal_of_that_event() {
         let e = reply("WRONGTYPE Operation against a key holding the wrong kind of value");
-        assert!(rejected(classify(&e, "orders")));
+        assert!(classify(&e, "orders").is_rejected());
     }
 
     #[test]
@@ -273,7 +262,7 @@ mod tests {
             "NOPERM No permissions to access a key",
             "ERR max number of clients reached",
         ] {
-            assert!(transient(classify(&reply(line), "orders")), "{line}");
+            assert!(classify(&reply(line), "orders").is_transient(), "{line}");
         }
     }
 
@@ -281,9 +270,9 @@ mod tests {
     async fn a_failed_connection_is_transient() {
         let e = refused().await;
         assert!(e.is_connection_refusal(), "{e}");
-        assert!(transient(classify(&e, "orders")));
+        assert!(classify(&e, "orders").is_transient());
         let e: redis::RedisError = std::io::Error::from(std::io::ErrorKind::ConnectionReset).into();
-        assert!(transient(classify(&e, "orders")));
+        assert!(classify(&e, "orders").is_transient());
     }
 
     #[test]
@@ -314,7 +303,7 @@ mod tests {
         ];
         for e in errors {
             match group_failed(&e, 3) {
-                GroupOutcome::Failed(failed) => assert!(transient(failed), "{e}"),
+                GroupOutcome::Failed(failed) => assert!(failed.is_transient(), "{e}"),
                 other => panic!("{e}: {other:?}"),
             }
         }

@@ -116,6 +116,11 @@ impl SinkError {
     pub fn is_transient(&self) -> bool {
         matches!(self, SinkError::Transient { .. })
     }
+    /// Whether the broker or the sink refused this event itself: another
+    /// attempt counts, and the event is dead-lettered after `max_attempts`.
+    pub fn is_rejected(&self) -> bool {
+        matches!(self, SinkError::Rejected { .. })
+    }
     /// The broker could not be reached for a whole wave: the same transient
     /// failure for each of its `n` messages.
     pub fn unreachable(n: usize, why: &dyn std::fmt::Display) -> Vec<Result<(), SinkError>> {

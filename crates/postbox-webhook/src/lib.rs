@@ -18,12 +18,9 @@ mod sink;
 
 #[cfg(feature = "sink")]
 pub use config::{BodyFormat, Redirects, WebhookConfig};
-/// The inbox loop the receiver wraps, re-exported: a receiving service needs
-/// no other postbox crate.
-pub use postbox::{
-    handler_fn, BoxError, CancellationToken, ConsumeError, Handler, Inbox, InboxConsumer, Message,
-    Processed, RetryPolicy,
-};
+/// The inbox loop the receiver wraps, with its handler and retry types: a
+/// receiving service needs no other postbox crate.
+pub use postbox::prelude::*;
 pub use receive::{receive, Received, Verifier, VerifyError};
 pub use signature::{KeyError, SigningKey};
 #[cfg(feature = "sink")]

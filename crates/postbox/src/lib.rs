@@ -53,6 +53,16 @@ pub use sql::Statements;
 pub use tokio_util::sync::CancellationToken;
 pub use trace::{InvalidTraceparent, TraceContext};
 
+/// What a consuming service names, in one `use`: the inbox loop, its handler,
+/// retry and error types, and the shutdown token. Every broker crate
+/// re-exports it, so a consumer depends on its broker's crate alone.
+pub mod prelude {
+    pub use crate::{
+        handler_fn, BoxError, CancellationToken, ConsumeError, Handler, Inbox, InboxConsumer,
+        Message, Permanent, Processed, RetryPolicy,
+    };
+}
+
 /// The `sqlx` this postbox is built on: name its types (`PgConnection`,
 /// `PgPool`) through here, or depend on the same minor version (0.8).
 pub use sqlx;

@@ -3,14 +3,6 @@
 use super::*;
 use bullmq::Error as E;
 
-fn rejected(e: SinkError) -> bool {
-    matches!(e, SinkError::Rejected { .. })
-}
-
-fn transient(e: SinkError) -> bool {
-    matches!(e, SinkError::Transient { .. })
-}
-
 /// An error reply as redis-rs reads it off the wire (`-CODE detail`).
 fn reply(line: &str) -> redis::RedisError {
     redis::parse_redis_value(format!("-{line}\r\n").as_bytes())
@@ -25,10 +17,7 @@ fn io(kind: std::io::ErrorKind) -> redis::RedisError {
 
 /// What redis-rs returns when nothing listens on the port.
 async fn refused() -> redis::RedisError {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    let port = postbox_testkit::free_port();
     redis::Client::open(format!("redis://127.0.0.1:{port}/"))
         .expect("a valid URL")
         .get_multiplexed_async_connection()
@@ -40,14 +29,14 @@ async fn refused() -> redis::RedisError {
 fn an_err_reply_to_the_add_script_is_a_refusal_of_that_job() {
     let e = reply("ERR user_script:1: Script attempted to access nonexistent global variable 'x' script: 1a2b, on @user_script:1.");
     assert_eq!(e.code(), Some("ERR"));
-    assert!(rejected(classify(E::Redis(e), "adding job")));
+    assert!(classify(E::Redis(e), "adding job").is_rejected());
 }
 
 #[test]
 fn a_queue_key_of_another_type_is_a_refusal_of_that_job() {
     let e = reply("WRONGTYPE Operation against a key holding the wrong kind of value");
     assert_eq!(e.code(), Some("WRONGTYPE"));
-    assert!(rejected(classify(E::Redis(e), "adding job")));
+    assert!(classify(E::Redis(e), "adding job").is_rejected());
 }
 
 #[test]
@@ -68,7 +57,7 @@ fn any_other_error_reply_is_the_servers_state_and_transient() {
         "ERR max number of clients reached",
     ] {
         assert!(
-            transient(classify(E::Redis(reply(line)), "adding job")),
+            classify(E::Redis(reply(line)), "adding job").is_transient(),
             "{line}"
         );
     }
@@ -79,7 +68,7 @@ async fn a_refused_connection_is_transient_and_fails_a_transaction() {
     let e = refused().await;
     assert!(e.is_connection_refusal(), "{e}");
     assert!(is_connection_error(&E::Redis(e.clone())));
-    assert!(transient(classify(E::Redis(e), "cannot connect")));
+    assert!(classify(E::Redis(e), "cannot connect").is_transient());
 }
 
 #[test]
@@ -99,7 +88,7 @@ fn a_dropped_or_timed_out_connection_is_transient_and_fails_a_transaction() {
     ];
     for e in errors {
         assert!(is_connection_error(&E::Redis(e.clone())), "{e}");
-        assert!(transient(classify(E::Redis(e), "adding job")));
+        assert!(classify(E::Redis(e), "adding job").is_transient());
     }
 }
 
@@ -127,7 +116,7 @@ fn a_job_the_crate_cannot_encode_or_its_script_refuses_is_a_refusal_of_that_job(
         E::from_script_code(bullmq::error::error_code::PARENT_JOB_NOT_EXIST),
     ] {
         let shown = e.to_string();
-        assert!(rejected(classify(e, "adding job")), "{shown}");
+        assert!(classify(e, "adding job").is_rejected(), "{shown}");
     }
 }
 
@@ -144,6 +133,6 @@ fn any_other_error_is_transient() {
     ];
     for e in errors {
         let shown = e.to_string();
-        assert!(transient(classify(e, "adding job")), "{shown}");
+        assert!(classify(e, "adding job").is_transient(), "{shown}");
     }
 }

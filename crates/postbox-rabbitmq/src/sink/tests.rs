@@ -3,14 +3,6 @@
 use super::*;
 use lapin::protocol::AMQPError;
 
-fn rejected(e: SinkError) -> bool {
-    matches!(e, SinkError::Rejected { .. })
-}
-
-fn transient(e: SinkError) -> bool {
-    matches!(e, SinkError::Transient { .. })
-}
-
 /// The broker closing the channel or connection with `code`, as lapin
 /// reports it.
 fn closed_with(code: u16, text: &str) -> lapin::Error {
@@ -22,7 +14,7 @@ fn closed_with(code: u16, text: &str) -> lapin::Error {
 fn a_missing_exchange_is_a_refusal_of_that_event() {
     let e = closed_with(404, "NOT_FOUND - no exchange 'orders' in vhost '/'");
     assert_eq!(reply_code(&e), Some(404));
-    assert!(rejected(classify(&e, "publishing")));
+    assert!(classify(&e, "publishing").is_rejected());
 }
 
 #[test]
@@ -31,7 +23,7 @@ fn access_refused_is_a_refusal_of_that_event() {
         403,
         "ACCESS_REFUSED - write access to exchange 'orders' in vhost '/' refused for user 'relay'",
     );
-    assert!(rejected(classify(&e, "publishing")));
+    assert!(classify(&e, "publishing").is_rejected());
 }
 
 #[test]
@@ -40,7 +32,7 @@ fn a_failed_precondition_like_message_too_large_is_a_refusal_of_that_event() {
         406,
         "PRECONDITION_FAILED - message size 20000 is larger than configured max size 16384",
     );
-    assert!(rejected(classify(&e, "awaiting a confirm")));
+    assert!(classify(&e, "awaiting a confirm").is_rejected());
 }
 
 #[test]
@@ -66,16 +58,13 @@ fn any_other_reply_code_is_transient() {
     ] {
         let e = closed_with(code, text);
         assert_eq!(reply_code(&e), Some(code));
-        assert!(transient(classify(&e, "publishing")), "{code}");
+        assert!(classify(&e, "publishing").is_transient(), "{code}");
     }
 }
 
 #[tokio::test]
 async fn a_refused_connection_is_transient() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    let port = postbox_testkit::free_port();
     let e = Connection::connect(
         &format!("amqp://127.0.0.1:{port}/%2f"),
         ConnectionProperties::default(),
@@ -84,7 +73,7 @@ async fn a_refused_connection_is_transient() {
     .expect_err("nothing listens on a port just freed");
     assert!(e.is_io_error(), "{e}");
     assert_eq!(reply_code(&e), None);
-    assert!(transient(classify(&e, "connecting")));
+    assert!(classify(&e, "connecting").is_transient());
 }
 
 /// The server refusing the login (403 ACCESS_REFUSED) is the broker's
@@ -98,7 +87,7 @@ async fn wrong_credentials_are_an_outage_not_a_refusal_of_events() {
     })
     .unwrap();
     let e = sink.check().await.expect_err("the login is refused");
-    assert!(transient(e), "connecting is never an event's fault");
+    assert!(e.is_transient(), "connecting is never an event's fault");
 }
 
 #[test]
@@ -114,6 +103,6 @@ fn an_error_without_a_reply_code_is_transient() {
     ];
     for e in errors {
         assert_eq!(reply_code(&e), None, "{e}");
-        assert!(transient(classify(&e, "publishing")), "{e}");
+        assert!(classify(&e, "publishing").is_transient(), "{e}");
     }
 }

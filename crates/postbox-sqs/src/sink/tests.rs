@@ -6,14 +6,6 @@ use aws_sdk_sqs::error::{ConnectorError, ErrorMetadata, SdkError};
 use aws_sdk_sqs::operation::send_message_batch::SendMessageBatchError;
 use aws_sdk_sqs::types::error as sqs;
 
-fn rejected(e: SinkError) -> bool {
-    matches!(e, SinkError::Rejected { .. })
-}
-
-fn transient(e: SinkError) -> bool {
-    matches!(e, SinkError::Transient { .. })
-}
-
 /// The error metadata the SDK reads from a service's error answer.
 fn meta(code: &str, message: &str) -> ErrorMetadata {
     ErrorMetadata::builder().code(code).message(message).build()
@@ -87,7 +79,7 @@ fn a_missing_queue_is_a_refusal_of_its_events() {
                 .build(),
         ),
     );
-    assert!(rejected(call_failed(&e, "queue", QUEUE)));
+    assert!(call_failed(&e, "queue", QUEUE).is_rejected());
     // …and SQS's JSON protocol code, which the SDK leaves unmodelled.
     let e = answered(
         400,
@@ -96,7 +88,7 @@ fn a_missing_queue_is_a_refusal_of_its_events() {
             "The specified queue does not exist.",
         )),
     );
-    assert!(rejected(call_failed(&e, "queue", QUEUE)));
+    assert!(call_failed(&e, "queue", QUEUE).is_rejected());
 }
 
 #[test]
@@ -111,7 +103,7 @@ fn a_missing_topic_is_a_refusal_of_its_events() {
                 .build(),
         ),
     );
-    assert!(rejected(call_failed(&e, "topic", TOPIC)));
+    assert!(call_failed(&e, "topic", TOPIC).is_rejected());
 }
 
 #[test]
@@ -151,7 +143,7 @@ fn any_other_service_error_is_transient() {
     ];
     for e in errors {
         let code = e.code().unwrap_or_default().to_owned();
-        assert!(transient(call_failed(&e, "queue", QUEUE)), "{code}");
+        assert!(call_failed(&e, "queue", QUEUE).is_transient(), "{code}");
     }
 }
 
@@ -167,16 +159,13 @@ fn a_call_without_an_answer_is_transient() {
         ),
     ];
     for e in errors {
-        assert!(transient(call_failed(&e, "queue", QUEUE)), "{e}");
+        assert!(call_failed(&e, "queue", QUEUE).is_transient(), "{e}");
     }
 }
 
 #[tokio::test]
 async fn an_unreachable_endpoint_is_transient() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    let port = postbox_testkit::free_port();
     let endpoint = format!("http://127.0.0.1:{port}");
     let shared = crate::sdk_config(Some("us-east-1"), Some(&endpoint)).await;
     let config = aws_sdk_sqs::config::Builder::from(&shared)
@@ -198,7 +187,7 @@ async fn an_unreachable_endpoint_is_transient() {
         .await
         .expect_err("nothing listens on a port just freed");
     assert!(matches!(e, SdkError::DispatchFailure(_)), "{e:?}");
-    assert!(transient(call_failed(&e, "queue", QUEUE)));
+    assert!(call_failed(&e, "queue", QUEUE).is_transient());
 }
 
 #[test]
@@ -209,23 +198,13 @@ fn an_entry_refused_as_the_senders_fault_is_a_refusal_of_that_event() {
         Some("Message must be shorter than 262144 bytes."),
         QUEUE,
     );
-    assert!(rejected(e));
-    assert!(rejected(entry_failed(
-        true,
-        "InvalidMessageContents",
-        None,
-        QUEUE
-    )));
+    assert!(e.is_rejected());
+    assert!(entry_failed(true, "InvalidMessageContents", None, QUEUE).is_rejected());
 }
 
 #[test]
 fn an_entry_refused_as_the_services_fault_is_transient() {
     let e = entry_failed(false, "InternalError", Some("internal error"), QUEUE);
-    assert!(transient(e));
-    assert!(transient(entry_failed(
-        false,
-        "ServiceUnavailable",
-        None,
-        TOPIC
-    )));
+    assert!(e.is_transient());
+    assert!(entry_failed(false, "ServiceUnavailable", None, TOPIC).is_transient());
 }

@@ -4,14 +4,6 @@ use super::*;
 use reqwest::StatusCode;
 use std::io::{Read, Write};
 
-fn rejected(e: SinkError) -> bool {
-    matches!(e, SinkError::Rejected { .. })
-}
-
-fn transient(e: SinkError) -> bool {
-    matches!(e, SinkError::Transient { .. })
-}
-
 fn status(code: u16) -> StatusCode {
     StatusCode::from_u16(code).expect("an HTTP status")
 }
@@ -32,7 +24,10 @@ fn client(timeout: Duration) -> reqwest::Client {
 #[test]
 fn a_receiver_busy_or_failing_is_transient() {
     for code in [408, 429, 500, 502, 503, 504, 599] {
-        assert!(transient(refused(status(code), "POST".into())), "{code}");
+        assert!(
+            refused(status(code), "POST".into()).is_transient(),
+            "{code}"
+        );
     }
 }
 
@@ -51,23 +46,20 @@ fn a_redirect_answer_is_a_refusal_naming_the_setting() {
 #[test]
 fn any_other_status_is_a_refusal_of_that_event() {
     for code in [400, 401, 403, 404, 405, 409, 410, 413, 415, 422, 451] {
-        assert!(rejected(refused(status(code), "POST".into())), "{code}");
+        assert!(refused(status(code), "POST".into()).is_rejected(), "{code}");
     }
 }
 
 #[tokio::test]
 async fn a_refused_connection_is_transient() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    let port = postbox_testkit::free_port();
     let e = client(Duration::from_secs(5))
         .post(format!("http://127.0.0.1:{port}/hooks"))
         .send()
         .await
         .expect_err("nothing listens on a port just freed");
     assert!(e.is_connect(), "{e}");
-    assert!(transient(unanswered(e, "http://127.0.0.1/hooks")));
+    assert!(unanswered(e, "http://127.0.0.1/hooks").is_transient());
 }
 
 #[tokio::test]
@@ -81,7 +73,7 @@ async fn a_receiver_that_does_not_answer_in_time_is_transient() {
         .await
         .expect_err("no answer within the timeout");
     assert!(e.is_timeout(), "{e}");
-    assert!(transient(unanswered(e, "http://127.0.0.1/hooks")));
+    assert!(unanswered(e, "http://127.0.0.1/hooks").is_transient());
 }
 
 #[tokio::test]

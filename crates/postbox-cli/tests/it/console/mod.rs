@@ -4,6 +4,7 @@
 
 mod api;
 mod browser;
+mod sessions;
 
 use crate::support::*;
 use serde_json::{json, Value};

@@ -2,9 +2,14 @@
 
 #![allow(dead_code)]
 
+mod redis_view;
+mod wake_locks;
+
+pub use redis_view::RedisView;
+pub use wake_locks::{armed_partitions, asleep_consolidated};
+
 use postbox::{Event, Outbox};
 pub use postbox_testkit::{wait_until, RedisServer, RelayProcess};
-use redis::AsyncCommands;
 use sqlx::PgPool;
 use std::time::Duration;
 
@@ -123,79 +128,6 @@ pub fn event(queue: &str, key: &str, seq: usize) -> Event {
         serde_json::json!({"key": key, "seq": seq}),
     )
     .key(key)
-}
-
-/// A raw Redis view of one BullMQ queue, independent of the bullmq crate.
-#[derive(Clone)]
-pub struct RedisView {
-    conn: redis::aio::MultiplexedConnection,
-    queue: String,
-}
-
-impl RedisView {
-    pub async fn new(url: &str, queue: &str) -> RedisView {
-        let client = redis::Client::open(url).unwrap();
-        RedisView {
-            conn: client.get_multiplexed_async_connection().await.unwrap(),
-            queue: queue.to_owned(),
-        }
-    }
-
-    /// Job ids in the order they were added to the wait list (LPUSH, so reversed).
-    pub async fn waiting_ids(&self) -> Vec<String> {
-        let mut ids: Vec<String> = self
-            .conn
-            .clone()
-            .lrange(format!("bull:{}:wait", self.queue), 0, -1)
-            .await
-            .unwrap();
-        ids.reverse();
-        ids
-    }
-
-    /// A job's data, parsed.
-    pub async fn data(&self, id: &str) -> serde_json::Value {
-        let s: String = self
-            .conn
-            .clone()
-            .hget(format!("bull:{}:{id}", self.queue), "data")
-            .await
-            .unwrap();
-        serde_json::from_str(&s).unwrap()
-    }
-
-    /// A job's name.
-    pub async fn name(&self, id: &str) -> String {
-        self.conn
-            .clone()
-            .hget(format!("bull:{}:{id}", self.queue), "name")
-            .await
-            .unwrap()
-    }
-
-    /// The events of the waiting jobs, in add order: (job id, key, seq).
-    pub async fn waiting(&self) -> Vec<(String, String, u64)> {
-        let mut out = Vec::new();
-        for id in self.waiting_ids().await {
-            let d = self.data(&id).await;
-            out.push((
-                id,
-                d["key"].as_str().unwrap().to_owned(),
-                d["seq"].as_u64().unwrap(),
-            ));
-        }
-        out
-    }
-
-    pub async fn wait_len(&self) -> usize {
-        let n: usize = self
-            .conn
-            .clone()
-            .llen(format!("bull:{}:wait", self.queue))
-            .await
-            .unwrap();
-        n
-    }
 }
 
 /// Per key, the seqs must be strictly increasing in add order.
@@ -425,35 +357,4 @@ impl Ctx {
         .await
         .unwrap();
     }
-}
-
-/// Whether `schema`'s relays sleep consolidated: `sessions` sessions hold
-/// all 64 armed locks (after `consolidate_after` of small batches the first
-/// `keeping_up_workers` of a relay, 1, take every partition of their relay,
-/// and arm them before sleeping).
-pub async fn asleep_consolidated(pool: &sqlx::PgPool, schema: &str, sessions: i64) -> bool {
-    let (armed, held_by): (i64, i64) = sqlx::query_as(
-        "SELECT count(*), count(DISTINCT pid) FROM pg_locks
-          WHERE locktype = 'advisory' AND granted AND mode = 'ExclusiveLock'
-            AND objsubid = 2 AND classid = hashtext('postbox.armed.' || $1)::oid",
-    )
-    .bind(schema)
-    .fetch_one(pool)
-    .await
-    .unwrap();
-    (armed, held_by) == (64, sessions)
-}
-
-/// Partitions of `schema` whose relay worker sleeps: the armed locks its
-/// session holds (migration 0009), producers NOTIFY for them.
-pub async fn armed_partitions(pool: &sqlx::PgPool, schema: &str) -> i64 {
-    sqlx::query_scalar(
-        "SELECT count(*) FROM pg_locks
-          WHERE locktype = 'advisory' AND granted AND mode = 'ExclusiveLock'
-            AND objsubid = 2 AND classid = hashtext('postbox.armed.' || $1)::oid",
-    )
-    .bind(schema)
-    .fetch_one(pool)
-    .await
-    .unwrap()
 }
