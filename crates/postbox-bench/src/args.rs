@@ -22,6 +22,8 @@ pub enum Which {
     Load,
     /// Producer commit → consumer inbox commit at `--rate` while two relays are restarted in turn, against the same relays left alone.
     Restart,
+    /// Live events' latency at `--rate` while `postbox replay` sends `--replay-events` retained events again at each `--replay-rates` pace, against no replay.
+    Replay,
     /// The operator console's pages and API at 1,000,000 outbox rows and 100,000 dead letters: p50/p95 against the same server answering without the database.
     Console,
     /// Every benchmark, health included.
@@ -118,7 +120,13 @@ pub struct Args {
     /// Health: report interval [default: 1m; --quick: 1s].
     #[arg(long, value_parser = parse_duration)]
     health_every: Option<Duration>,
-    /// Health and restart: events per second.
+    /// Replay: sent rows retained and replayed [default: 1000000; --quick: 10000].
+    #[arg(long)]
+    replay_events: Option<u64>,
+    /// Replay: `postbox replay --rate` paces, 0 for unlimited [default: 1000,10000,0].
+    #[arg(long, value_delimiter = ',')]
+    replay_rates: Option<Vec<u64>>,
+    /// Health, restart and replay: (live) events per second.
     #[arg(long, default_value_t = 1000)]
     rate: u64,
     /// The table-health benchmark alone, for this long (same as `postbox-bench health --health-duration`).
@@ -170,6 +178,8 @@ pub(crate) struct Params {
     #[serde(with = "humantime_serde")]
     pub(super) health_every: Duration,
     pub(super) rate: u64,
+    pub(super) replay_events: u64,
+    pub(super) replay_rates: Vec<u64>,
 }
 
 fn durations<S: serde::Serializer>(v: &[Duration], s: S) -> Result<S::Ok, S::Error> {
@@ -198,6 +208,7 @@ impl Args {
                 Which::Consumer,
                 Which::Load,
                 Which::Restart,
+                Which::Replay,
                 Which::Health,
             ],
             (None, Some(w)) => vec![w],
@@ -245,6 +256,13 @@ impl Args {
                 .health_every
                 .unwrap_or(Duration::from_secs(if q { 1 } else { 60 })),
             rate: self.rate,
+            replay_events: self
+                .replay_events
+                .unwrap_or(if q { 10_000 } else { 1_000_000 }),
+            replay_rates: self
+                .replay_rates
+                .clone()
+                .unwrap_or_else(|| vec![1000, 10_000, 0]),
         };
         let at_least_one = [
             ("reps", p.reps > 0),
@@ -267,6 +285,7 @@ impl Args {
                 !p.concurrency.is_empty() && p.concurrency.iter().all(|c| *c > 0),
             ),
             ("rate", p.rate > 0),
+            ("replay-events", p.replay_events > 0),
         ];
         if let Some((name, _)) = at_least_one.iter().find(|(_, ok)| !ok) {
             return Err(format!("--{name} must be at least 1"));

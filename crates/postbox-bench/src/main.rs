@@ -7,7 +7,8 @@
 //! commit → consumer inbox commit), [`producer`] (cost of the outbox row to a
 //! producer), [`consumer`] (inbox worker throughput), [`load`] (the whole
 //! pipeline with producers flat out), [`restart`] (latency during a rolling
-//! relay restart), [`health`] (outbox size under sustained load); [`ctx`] holds
+//! relay restart), [`replay`] (latency while `postbox replay` runs), [`health`]
+//! (outbox size under sustained load); [`ctx`] holds
 //! what every run shares, [`parts`] what several benchmarks assemble,
 //! [`report`] prints the tables, writes JSON and the PNG; [`args`] holds the
 //! flags and their defaults, [`relay`] those that are the relay's settings.
@@ -24,6 +25,7 @@ mod load;
 mod parts;
 mod producer;
 mod relay;
+mod replay;
 mod report;
 mod restart;
 
@@ -131,6 +133,7 @@ async fn run_all(ctx: &Ctx, which: &[Which], rep: &mut report::Report) -> Result
             Which::Health => rep.health = Some(health::run(ctx).await?),
             Which::Load => rep.load = Some(load::run(ctx).await?),
             Which::Restart => rep.restart = Some(restart::run(ctx).await?),
+            Which::Replay => rep.replay = Some(replay::run(ctx).await?),
             Which::Console => console::run(ctx).await?,
             Which::All => unreachable!("expanded by resolve"),
         }

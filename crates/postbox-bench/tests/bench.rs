@@ -140,6 +140,14 @@ async fn bench_all_quick_writes_every_figure_and_the_chart() {
         stdout.contains("relay 2 replaced at"),
         "no replacement line: {stdout}"
     );
+    // Live events with no replay, then during replays at three paces: every
+    // live message arrives.
+    let replay = report["replay"]["rows"].as_array().unwrap();
+    assert_eq!(replay.len(), 4, "{replay:?}");
+    for r in replay {
+        assert_eq!(r["received"], r["sent"], "{r}");
+    }
+    assert!(stdout.contains("replay, --rate 0 (unlimited)"), "{stdout}");
     // The pipeline under load, with 4 and 16 producers: everything produced arrived.
     let load = report["load"]["rows"].as_array().unwrap();
     assert_eq!(load.len(), 2, "{load:?}");

@@ -10,6 +10,7 @@ mod grant;
 mod inbox_dlq;
 mod migrate;
 mod relay;
+mod replay;
 mod services;
 mod settings;
 mod status;
@@ -64,6 +65,8 @@ enum Command {
     Dlq(dlq::Args),
     /// Inspect, replay or purge consumer dead letters (messages a consumer's handler gave up on).
     InboxDlq(inbox_dlq::Args),
+    /// Send retained events again (sent rows still within outbox_retention), with their event ids, to a consumer that was not there. A dry run without --yes.
+    Replay(replay::Args),
     /// Pending rows, retries and dead letters per topic, and which relays own which partitions.
     Status(status::Args),
     /// The operator console: a web UI and JSON API over lag, relays, halted keys and dead letters.
@@ -81,7 +84,11 @@ fn main() -> ExitCode {
     // The demo prints its own report; keep library logs to warnings there.
     let quiet = matches!(
         cli.command,
-        Command::Demo(_) | Command::Dlq(_) | Command::InboxDlq(_) | Command::Status(_)
+        Command::Demo(_)
+            | Command::Dlq(_)
+            | Command::InboxDlq(_)
+            | Command::Replay(_)
+            | Command::Status(_)
     );
     init_logs(
         cli.log_format,
@@ -103,6 +110,7 @@ fn main() -> ExitCode {
             Command::Dlq(a) => dlq::run(a).await,
             Command::InboxDlq(a) => inbox_dlq::run(a).await,
             Command::Grant(a) => grant::run(a).await,
+            Command::Replay(a) => replay::run(a, shutdown_signal()).await,
             Command::Status(a) => status::run(a).await,
             Command::Console(a) => console::run(a, shutdown_signal()).await,
         }

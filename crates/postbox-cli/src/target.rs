@@ -10,7 +10,7 @@ use sqlx::PgConnection;
 pub(crate) struct SchemaArgs {
     #[command(flatten)]
     database_url: Flag<DatabaseUrl>,
-    /// Schema whose dead letters to work on (one: run the command once per schema).
+    /// Schema to work on (one: run the command once per schema).
     #[arg(long)]
     pub(crate) schema: String,
 }
@@ -20,7 +20,7 @@ impl SchemaArgs {
     pub(crate) async fn open(&self, app: &str) -> Result<(SchemaName, PgConnection), CliError> {
         if self.schema.contains(',') {
             return Err(format!(
-                "dead letters are handled one schema at a time, and --schema {:?} names several: run the command once per schema",
+                "{app} works on one schema at a time, and --schema {:?} names several: run the command once per schema",
                 self.schema
             )
             .into());

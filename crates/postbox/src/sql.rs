@@ -166,6 +166,10 @@ queries!(
     outbox_delivered_record,
     outbox_delivered_retention_delete,
     outbox_delivered_last_hour,
+    outbox_replay_plan,
+    outbox_replay_chunk,
+    outbox_retained_oldest,
+    outbox_wake,
 );
 
 /// Fill the `{schema}` and `{publication}` placeholders. `schema` is

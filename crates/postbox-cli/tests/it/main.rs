@@ -30,6 +30,7 @@ mod rabbitmq;
 mod redis_outage;
 mod redis_streams;
 mod relay_order;
+mod replay;
 mod settings;
 mod sqs;
 mod status;

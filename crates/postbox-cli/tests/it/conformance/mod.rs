@@ -14,7 +14,7 @@
 //! broker the test may kill and restart ([`KillableBroker`]), an inbox
 //! consumer ([`ConsumerFixture`]). The fixtures' traits are in `fixture.rs`;
 //! the guarantees in one file per concern (`delivery.rs`, `refusals.rs`,
-//! `outage.rs`, `consumer.rs`), each re-exported here for the `tests!` list.
+//! `outage.rs`, `consumer.rs`, `replay.rs`), each re-exported here for the `tests!` list.
 //! A guarantee added there runs for every sink that has what it needs; what
 //! only one sink does stays in its own test file (`kafka.rs`, `nats.rs`…).
 //!
@@ -38,6 +38,7 @@ mod delivery;
 mod fixture;
 mod outage;
 mod refusals;
+mod replay;
 
 pub use consumer::{
     inbox_consumer_applies_each_message_once_across_a_crash,
@@ -54,6 +55,7 @@ pub use refusals::{
     refusals_are_dead_lettered_when_sent_rows_are_deleted,
     refusals_are_dead_lettered_while_other_keys_flow,
 };
+pub use replay::replayed_events_arrive_again_with_their_ids;
 
 use crate::support::*;
 use postbox::Handler;
@@ -76,7 +78,8 @@ macro_rules! tests {
     (core, $f:ty) => {
         $crate::conformance::tests!($f: events_arrive_once_and_in_key_order_through_relay_kills,
             refusals_are_dead_lettered_while_other_keys_flow,
-            refusals_are_dead_lettered_when_sent_rows_are_deleted);
+            refusals_are_dead_lettered_when_sent_rows_are_deleted,
+            replayed_events_arrive_again_with_their_ids);
     };
     (headers, $f:ty) => {
         $crate::conformance::tests!($f: headers_arrive_as_text_and_a_malformed_trace_context_is_dropped);
