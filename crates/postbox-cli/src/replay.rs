@@ -13,7 +13,7 @@ use crate::target::SchemaArgs;
 use crate::CliError;
 use chrono::{DateTime, SecondsFormat, Utc};
 use humantime_serde::re::humantime;
-use postbox::sql::{statement_as, Queries};
+use postbox::sql::{statement, statement_as, statement_scalar, Queries};
 use postbox::SchemaName;
 use sqlx::{Connection, PgConnection};
 use std::time::{Duration, Instant};
@@ -101,6 +101,17 @@ struct TopicPlan {
     last_created_at: DateTime<Utc>,
 }
 
+/// `s` as one word of a POSIX shell command line: as it is when it holds
+/// nothing a shell reads specially, else in single quotes.
+fn shell_word(s: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "._-:/@%+=,".contains(c);
+    if !s.is_empty() && s.chars().all(plain) {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
 fn at(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
@@ -114,9 +125,9 @@ pub async fn run(a: Args, shutdown: CancellationToken) -> Result<(), CliError> {
     }
     let (schema, mut conn) = a.target.open("postbox replay").await?;
     let q = Queries::new(&schema);
-    let now: DateTime<Utc> = sqlx::query_scalar("SELECT now()")
-        .fetch_one(&mut conn)
-        .await?;
+    let mut tx = conn.begin().await?;
+    let now: DateTime<Utc> = statement_scalar("SELECT now()").fetch_one(&mut *tx).await?;
+    tx.commit().await?;
     let sel = Selection {
         since: a.since.resolve(now)?,
         until: a.until.as_ref().map_or(Ok(now), |u| u.resolve(now))?,
@@ -143,7 +154,7 @@ pub async fn run(a: Args, shutdown: CancellationToken) -> Result<(), CliError> {
     let total: i64 = plan.iter().map(|p| p.events).sum();
     if total == 0 {
         let mut tx = conn.begin().await?;
-        let oldest: Option<DateTime<Utc>> = sqlx::query_scalar(&q.outbox_retained_oldest)
+        let oldest: Option<DateTime<Utc>> = statement_scalar(&q.outbox_retained_oldest)
             .fetch_optional(&mut *tx)
             .await?;
         tx.commit().await?;
@@ -181,10 +192,10 @@ pub async fn run(a: Args, shutdown: CancellationToken) -> Result<(), CliError> {
             at(sel.until)
         );
         for t in sel.topics.iter().flatten() {
-            cmd.push_str(&format!(" --topic {t}"));
+            cmd.push_str(&format!(" --topic {}", shell_word(t)));
         }
         if let Some(k) = &sel.key {
-            cmd.push_str(&format!(" --key {k:?}"));
+            cmd.push_str(&format!(" --key {}", shell_word(k)));
         }
         cmd.push_str(&format!(" --rate {} --after-id {through} --yes", a.rate));
         cmd
@@ -304,7 +315,7 @@ async fn send_again(
             break;
         };
         if replayed > 0 {
-            sqlx::query(&q.outbox_wake)
+            statement(&q.outbox_wake)
                 .bind(schema.as_str())
                 .execute(&mut *tx)
                 .await?;
@@ -347,5 +358,13 @@ mod tests {
         let e = when("yesterday").unwrap_err();
         assert!(e.contains("\"yesterday\"") && e.contains("RFC 3339"), "{e}");
         assert!(when("0s").is_err());
+    }
+
+    #[test]
+    fn resume_commands_quote_what_a_shell_would_split() {
+        assert_eq!(shell_word("orders.v2"), "orders.v2");
+        assert_eq!(shell_word("customer 42"), "'customer 42'");
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+        assert_eq!(shell_word("$HOME"), "'$HOME'");
     }
 }

@@ -208,6 +208,28 @@ async fn producers_consumers_and_the_command_line_work_through_a_transaction_poo
     let none = postbox(&url, &ctx, &["dlq", "list"], &[]).await;
     assert!(none.contains("no dead letters"), "{none}");
     postbox(&url, &ctx, &["dlq", "purge"], &["--all", "--yes"]).await;
+    // A replay of the events, sent as a relay leaves them, three chunks in
+    // three transactions.
+    sqlx::query(&format!("UPDATE {}.outbox SET sent_at = now()", ctx.schema))
+        .execute(&ctx.pool)
+        .await
+        .unwrap();
+    let replayed = postbox(
+        &url,
+        &ctx,
+        &["replay"],
+        &["--since", "1h", "--chunk", "100", "--rate", "0", "--yes"],
+    )
+    .await;
+    assert!(replayed.contains("replayed 260 event(s)"), "{replayed}");
+    assert_eq!(
+        count(
+            &ctx,
+            "SELECT count(*) FROM {schema}.outbox WHERE sent_at IS NULL"
+        )
+        .await,
+        260
+    );
 
     // Fixed, replayed through the pooler: applied once, the dead letter gone.
     handler.broken.store(false, SeqCst);
