@@ -15,6 +15,8 @@ const wireTarget = join(here, "../src/wire.ts");
 const NAMES = [
   "outbox_insert",
   "outbox_insert_many",
+  "outbox_schedule",
+  "outbox_scheduled_cancel",
   "inbox_receive",
   "inbox_dead_letter_record",
   "inbox_dead_letter_claim",

@@ -23,5 +23,16 @@ export {
 } from "./inbox.js";
 export { DEFAULT_RETRY, type Logger, type RetryOptions, type RetryPolicy } from "./retry.js";
 export { Message } from "./message.js";
-export { Outbox, enqueue, enqueueMany, validateEvent, type Enqueued, type Event, type OutboxOptions, type Queryable } from "./outbox.js";
+export {
+  DEFAULT_MAX_DELAY_MS,
+  Outbox,
+  enqueue,
+  enqueueMany,
+  validateEvent,
+  type Enqueued,
+  type Event,
+  type OutboxOptions,
+  type OutboxSettings,
+  type Queryable,
+} from "./outbox.js";
 export { TRACEPARENT, TRACESTATE, traceparentProblem } from "./trace.js";

@@ -28,11 +28,24 @@ export interface Event {
   headers?: Record<string, string>;
   /** Idempotency id (a UUID); when absent, `enqueue` makes a time-ordered UUIDv7. */
   eventId?: string | null;
+  /**
+   * Deliver at or after this time, not before: the event waits in
+   * `outbox_scheduled` until it is due, then is delivered in its key's order
+   * like a new event (it holds back none of its key's events before that).
+   * A time already past delivers now. `Outbox.cancel` takes it back before.
+   */
+  deliverAt?: Date | null;
 }
+
+/** How far ahead `deliverAt` may be by default (`Outbox` options): a year, as in Rust. */
+export const DEFAULT_MAX_DELAY_MS = 366 * 24 * 3600 * 1000;
 
 /** Where an enqueued event landed. */
 export interface Enqueued {
-  /** Outbox row id (delivery order), a bigint as a decimal string. */
+  /**
+   * Outbox row id (delivery order), a bigint as a decimal string; for an
+   * event scheduled ahead, its row id in `outbox_scheduled`.
+   */
   id: string;
   /** The event's idempotency id. */
   eventId: string;
@@ -42,6 +55,12 @@ export interface Enqueued {
 export interface OutboxOptions {
   /** The schema of the outbox (default `postbox`). */
   schema?: string;
+}
+
+/** Options of an `Outbox`. */
+export interface OutboxSettings {
+  /** How far ahead `deliverAt` may be, in milliseconds (default a year): further is refused. */
+  maxDelayMs?: number;
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -90,6 +109,11 @@ export function validateEvent(e: Event): void {
   if (e.eventId !== undefined && e.eventId !== null && !(typeof e.eventId === "string" && UUID.test(e.eventId))) {
     refuse(`eventId must be a UUID, got ${JSON.stringify(e.eventId)}`);
   }
+  if (e.deliverAt !== undefined && e.deliverAt !== null) {
+    if (!(e.deliverAt instanceof Date) || Number.isNaN(e.deliverAt.getTime())) {
+      refuse(`deliverAt must be a valid Date, got ${e.deliverAt instanceof Date ? "an invalid Date" : kind(e.deliverAt)}`);
+    }
+  }
 }
 
 function kind(v: unknown): string {
@@ -118,11 +142,39 @@ function kind(v: unknown): string {
 export class Outbox {
   readonly schema: string;
   readonly #sql: Queries;
+  readonly #maxDelayMs: number;
 
   /** The outbox in `schema` (validated here; the tables come from `postbox migrate`). */
-  constructor(schema: string = DEFAULT_SCHEMA) {
+  constructor(schema: string = DEFAULT_SCHEMA, settings: OutboxSettings = {}) {
     this.schema = checkSchemaName(schema);
     this.#sql = queries(this.schema);
+    this.#maxDelayMs = settings.maxDelayMs ?? DEFAULT_MAX_DELAY_MS;
+  }
+
+  /** When `e` waits in `outbox_scheduled` (a `deliverAt` still ahead), else null. */
+  #scheduled(e: Event): Date | null {
+    const at = e.deliverAt;
+    if (at === undefined || at === null || at.getTime() <= Date.now()) return null;
+    if (at.getTime() > Date.now() + this.#maxDelayMs) {
+      throw new InvalidEventError(
+        `deliverAt ${at.toISOString()} is more than ${Math.floor(this.#maxDelayMs / 86_400_000)} days ahead; schedule it nearer, or raise maxDelayMs if it is meant`,
+      );
+    }
+    return at;
+  }
+
+  /**
+   * Take back a scheduled event that is not yet due, in your transaction:
+   * true when it was waiting and is gone (it will never be delivered); false
+   * when no such event waits (unknown, cancelled, or already due).
+   */
+  async cancel(client: Queryable, eventId: string): Promise<boolean> {
+    refusePool(client);
+    if (!(typeof eventId === "string" && UUID.test(eventId))) {
+      throw new InvalidEventError(`eventId must be a UUID, got ${JSON.stringify(eventId)}`);
+    }
+    const res = await this.#run(client, this.#sql.outboxScheduledCancel, [eventId]);
+    return res.rows.length > 0;
   }
 
   /**
@@ -132,14 +184,18 @@ export class Outbox {
   async enqueue(client: Queryable, event: Event): Promise<Enqueued> {
     refusePool(client);
     validateEvent(event);
-    const res = await this.#run(client, this.#sql.outboxInsert, [
+    const at = this.#scheduled(event);
+    const values: unknown[] = [
       event.eventId ?? uuidv7(),
       event.topic,
       event.event,
       event.key ?? null,
       json(event.payload),
       json(event.headers ?? {}),
-    ]);
+    ];
+    const res = at
+      ? await this.#run(client, this.#sql.outboxSchedule, [...values, at])
+      : await this.#run(client, this.#sql.outboxInsert, values);
     return enqueued(res.rows[0]);
   }
 
@@ -155,6 +211,21 @@ export class Outbox {
         throw new InvalidEventError(`event ${i} of ${events.length}: ${err.reason}`);
       }
     });
+    let scheduled = false;
+    events.forEach((e, i) => {
+      try {
+        scheduled = this.#scheduled(e) !== null || scheduled;
+      } catch (err) {
+        if (!(err instanceof InvalidEventError)) throw err;
+        throw new InvalidEventError(`event ${i} of ${events.length}: ${err.reason}`);
+      }
+    });
+    if (scheduled) {
+      // One statement an event, in the batch's order.
+      const out: Enqueued[] = [];
+      for (const e of events) out.push(await this.enqueue(client, e));
+      return out;
+    }
     const res = await this.#run(client, this.#sql.outboxInsertMany, [
       events.map((e) => e.eventId ?? uuidv7()),
       events.map((e) => e.topic),

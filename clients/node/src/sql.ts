@@ -5,6 +5,8 @@
 export interface Queries {
   readonly outboxInsert: string;
   readonly outboxInsertMany: string;
+  readonly outboxSchedule: string;
+  readonly outboxScheduledCancel: string;
   readonly inboxReceive: string;
   readonly inboxDeadLetterRecord: string;
   readonly inboxDeadLetterClaim: string;
@@ -15,6 +17,8 @@ export interface Queries {
 const TEMPLATES: Queries = {
   outboxInsert: "INSERT INTO {schema}.outbox (event_id, topic, event, key, payload, headers)\nVALUES (coalesce($1, gen_random_uuid()), $2, $3, $4, $5, $6)\nRETURNING id, event_id\n",
   outboxInsertMany: "-- One statement for many events (one NOTIFY, one round trip). WITH ORDINALITY\n-- keeps the caller's order, so ids follow it.\nINSERT INTO {schema}.outbox (event_id, topic, event, key, payload, headers)\nSELECT coalesce(e.event_id, gen_random_uuid()), e.topic, e.event, e.key, e.payload, e.headers\n  FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::jsonb[])\n       WITH ORDINALITY AS e(event_id, topic, event, key, payload, headers, n)\n ORDER BY e.n\nRETURNING id, event_id\n",
+  outboxSchedule: "-- Enqueue an event to deliver at or after $7 (Event::deliver_at): into\n-- outbox_scheduled, from which the relay moves it into the outbox when due.\nINSERT INTO {schema}.outbox_scheduled (event_id, topic, event, key, payload, headers, deliver_at)\nVALUES (coalesce($1, gen_random_uuid()), $2, $3, $4, $5, $6, $7)\nRETURNING id, event_id\n",
+  outboxScheduledCancel: "-- Cancel a scheduled event ($1, its event id) that is not yet due. One the\n-- relay already moved into the outbox is past cancelling: no row comes back.\n-- A move in flight holds the row; this waits for it and then finds nothing.\nDELETE FROM {schema}.outbox_scheduled\n WHERE event_id = $1\nRETURNING id\n",
   inboxReceive: "INSERT INTO {schema}.inbox (consumer, message_id) VALUES ($1, $2)\nON CONFLICT (consumer, message_id) DO NOTHING\n",
   inboxDeadLetterRecord: "-- A consumer gave up on a message after its retry policy: keep it whole. The\n-- same message dead again (redelivered by the broker, or a replay that failed)\n-- adds its attempts to the row, takes the newest error and keeps its first\n-- failure time. $11 is how long ago the first of these attempts failed, in\n-- seconds, measured by the consumer (so its clock and the server's need not agree).\n-- $1 consumer, $2 message_id, $3 topic, $4 name, $5 key, $6 payload, $7 headers,\n-- $8 source, $9 attempts, $10 last_error, $11 failing_for_seconds.\nINSERT INTO {schema}.inbox_dead_letter AS d\n       (consumer, message_id, topic, name, key, payload, headers, source, attempts, last_error,\n        first_failed_at)\nVALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,\n        now() - make_interval(secs => greatest($11::float8, 0)))\nON CONFLICT (consumer, message_id) DO UPDATE\n   SET attempts = d.attempts + excluded.attempts,\n       last_error = excluded.last_error,\n       dead_at = now(),\n       replay_at = NULL\n",
   inboxDeadLetterClaim: "-- A consumer takes the oldest of its dead letters an operator asked to replay,\n-- locked for the transaction that runs its effect (other instances of the\n-- consumer skip it). $1 consumer.\nSELECT id, message_id, topic, name, key, payload, headers, source, attempts\n  FROM {schema}.inbox_dead_letter\n WHERE consumer = $1 AND replay_at IS NOT NULL\n ORDER BY id\n LIMIT 1\n   FOR UPDATE SKIP LOCKED\n",

@@ -133,3 +133,45 @@ test("enqueueMany names the bad event; enqueue refuses the pool, which is outsid
   await assert.rejects(outbox.enqueue(pool, good), (err) => err instanceof TypeError && /not the pool/.test(err.message));
 });
 
+
+test("deliverAt ahead waits in outbox_scheduled until cancelled; a past one goes to the outbox now", async () => {
+  const soon = new Date(Date.now() + 3_600_000);
+  const later = await inTransaction((tx) =>
+    outbox.enqueue(tx, { topic: "reminders", event: "remind", key: "u1", payload: { n: 1 }, deliverAt: soon }),
+  );
+  const { rows } = await pool.query(
+    `SELECT id::text, topic, key, deliver_at FROM ${schema}.outbox_scheduled WHERE event_id = $1`,
+    [later.eventId],
+  );
+  assert.equal(rows.length, 1);
+  assert.equal(rows[0].id, later.id);
+  assert.equal(rows[0].deliver_at.getTime(), soon.getTime());
+  const inOutbox = await pool.query(`SELECT 1 FROM ${schema}.outbox WHERE event_id = $1`, [later.eventId]);
+  assert.equal(inOutbox.rows.length, 0, "not in the outbox before it is due");
+
+  const past = await inTransaction((tx) =>
+    outbox.enqueue(tx, { topic: "reminders", event: "remind", payload: {}, deliverAt: new Date(Date.now() - 1000) }),
+  );
+  const now = await pool.query(`SELECT 1 FROM ${schema}.outbox WHERE event_id = $1`, [past.eventId]);
+  assert.equal(now.rows.length, 1, "a time already past delivers now");
+
+  assert.equal(await inTransaction((tx) => outbox.cancel(tx, later.eventId)), true);
+  assert.equal(await inTransaction((tx) => outbox.cancel(tx, later.eventId)), false, "cancelled once");
+  assert.equal(await inTransaction((tx) => outbox.cancel(tx, past.eventId)), false, "already in the outbox");
+
+  await assert.rejects(
+    inTransaction((tx) =>
+      outbox.enqueue(tx, { topic: "t", event: "e", payload: {}, deliverAt: new Date(Date.now() + 400 * 86_400_000) }),
+    ),
+    /more than 366 days ahead/,
+  );
+  await assert.rejects(
+    inTransaction((tx) => outbox.enqueue(tx, { topic: "t", event: "e", payload: {}, deliverAt: new Date("nope") })),
+    /deliverAt must be a valid Date/,
+  );
+  const near = new Outbox(schema, { maxDelayMs: 60_000 });
+  await assert.rejects(
+    inTransaction((tx) => near.enqueue(tx, { topic: "t", event: "e", payload: {}, deliverAt: soon })),
+    /more than 0 days ahead/,
+  );
+});

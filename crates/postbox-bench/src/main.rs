@@ -7,7 +7,8 @@
 //! commit → consumer inbox commit), [`producer`] (cost of the outbox row to a
 //! producer), [`consumer`] (inbox worker throughput), [`load`] (the whole
 //! pipeline with producers flat out), [`restart`] (latency during a rolling
-//! relay restart), [`replay`] (latency while `postbox replay` runs), [`health`]
+//! relay restart), [`replay`] (latency while `postbox replay` runs),
+//! [`scheduled`] (the drain beside scheduled events, their lateness), [`health`]
 //! (outbox size under sustained load); [`ctx`] holds
 //! what every run shares, [`parts`] what several benchmarks assemble,
 //! [`report`] prints the tables, writes JSON and the PNG; [`args`] holds the
@@ -28,6 +29,7 @@ mod relay;
 mod replay;
 mod report;
 mod restart;
+mod scheduled;
 
 use args::{Args, Params, Which};
 use clap::{Parser, ValueEnum};
@@ -134,6 +136,11 @@ async fn run_all(ctx: &Ctx, which: &[Which], rep: &mut report::Report) -> Result
             Which::Load => rep.load = Some(load::run(ctx).await?),
             Which::Restart => rep.restart = Some(restart::run(ctx).await?),
             Which::Replay => rep.replay = Some(replay::run(ctx).await?),
+            Which::Scheduled => {
+                let (drain, late) = scheduled::run(ctx).await?;
+                rep.scheduled = Some(drain);
+                rep.scheduled_lateness = Some(late);
+            }
             Which::Console => console::run(ctx).await?,
             Which::All => unreachable!("expanded by resolve"),
         }

@@ -148,6 +148,19 @@ async fn bench_all_quick_writes_every_figure_and_the_chart() {
         assert_eq!(r["received"], r["sent"], "{r}");
     }
     assert!(stdout.contains("replay, --rate 0 (unlimited)"), "{stdout}");
+    // The drain beside scheduled events, against none; scheduled events never
+    // early (the bench fails if one is).
+    assert_rows(
+        &report,
+        "scheduled",
+        &[
+            "relay → null sink, nothing scheduled",
+            "relay → null sink, 10000 scheduled over the next day",
+        ],
+    );
+    let late = report["scheduled_lateness"]["rows"].as_array().unwrap();
+    assert_eq!(late.len(), 1, "{late:?}");
+    assert!(late[0]["max_ms"]["median"].as_f64().unwrap() >= 0.0, "{late:?}");
     // The pipeline under load, with 4 and 16 producers: everything produced arrived.
     let load = report["load"]["rows"].as_array().unwrap();
     assert_eq!(load.len(), 2, "{load:?}");

@@ -11,6 +11,7 @@ mod inbox_dlq;
 mod migrate;
 mod relay;
 mod replay;
+mod scheduled;
 mod services;
 mod settings;
 mod status;
@@ -67,6 +68,8 @@ enum Command {
     InboxDlq(inbox_dlq::Args),
     /// Send retained events again (sent rows still within outbox_retention), with their event ids, to a consumer that was not there. A dry run without --yes.
     Replay(replay::Args),
+    /// List the events scheduled ahead (deliver_at) that are not yet due, or cancel them.
+    Scheduled(scheduled::Args),
     /// Pending rows, retries and dead letters per topic, and which relays own which partitions.
     Status(status::Args),
     /// The operator console: a web UI and JSON API over lag, relays, halted keys and dead letters.
@@ -88,6 +91,7 @@ fn main() -> ExitCode {
             | Command::Dlq(_)
             | Command::InboxDlq(_)
             | Command::Replay(_)
+            | Command::Scheduled(_)
             | Command::Status(_)
     );
     init_logs(
@@ -111,6 +115,7 @@ fn main() -> ExitCode {
             Command::InboxDlq(a) => inbox_dlq::run(a).await,
             Command::Grant(a) => grant::run(a).await,
             Command::Replay(a) => replay::run(a, shutdown_signal()).await,
+            Command::Scheduled(a) => scheduled::run(a).await,
             Command::Status(a) => status::run(a).await,
             Command::Console(a) => console::run(a, shutdown_signal()).await,
         }

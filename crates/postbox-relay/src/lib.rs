@@ -24,6 +24,7 @@ mod plan;
 mod reconnecting;
 mod relay;
 mod router;
+mod scheduled;
 mod secret;
 mod section;
 mod session_check;

@@ -60,7 +60,7 @@ pub enum RelayError {
     /// cannot do its job.
     #[error("relay task {task} failed: {reason}; the relay stopped")]
     TaskFailed {
-        /// Which task (`worker <schema>#<n>`, `maintenance`, `listen`, `logical`).
+        /// Which task (`worker <schema>#<n>`, `maintenance`, `scheduled`, `listen`, `logical`).
         task: String,
         /// The panic message, or why its ending was unexpected.
         reason: String,
@@ -301,6 +301,15 @@ impl Relay {
                 self.servers.clone(),
                 schemas.clone(),
                 self.stats.clone(),
+                shutdown.clone(),
+            ),
+        );
+        tasks.spawn(
+            "scheduled".into(),
+            crate::scheduled::run(
+                config.clone(),
+                self.servers.clone(),
+                schemas.clone(),
                 shutdown.clone(),
             ),
         );

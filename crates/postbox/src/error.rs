@@ -75,6 +75,15 @@ pub enum InvalidEvent {
     /// The `traceparent` header is not a W3C trace context.
     #[error(transparent)]
     Traceparent(#[from] InvalidTraceparent),
+    /// `deliver_at` is further ahead than the outbox allows
+    /// ([`crate::Outbox::max_delay`]).
+    #[error("deliver_at {deliver_at} is more than {max_days} days ahead; schedule it nearer, or raise Outbox::max_delay if it is meant")]
+    DeliverAtTooFar {
+        /// The time asked for.
+        deliver_at: chrono::DateTime<chrono::Utc>,
+        /// The limit, in days.
+        max_days: u64,
+    },
 }
 
 /// [`crate::Outbox::enqueue`] / [`crate::Outbox::enqueue_many`] failed; the

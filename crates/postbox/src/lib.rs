@@ -46,7 +46,7 @@ pub use error::{
 pub use ident::{RoleName, SchemaName};
 pub use inbox::{Inbox, Receipt};
 pub use message::Message;
-pub use outbox::{enqueue, enqueue_many, Enqueued, Event, Outbox};
+pub use outbox::{enqueue, enqueue_many, Enqueued, Event, Outbox, DEFAULT_MAX_DELAY};
 pub use servers::{Servers, ServersError};
 pub use sql::Statements;
 /// The shutdown token every consumer loop takes.

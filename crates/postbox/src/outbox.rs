@@ -3,10 +3,16 @@
 use crate::error::{EnqueueError, InvalidEvent, InvalidIdentifier};
 use crate::sql::{Queries, Statements};
 use crate::{SchemaName, DEFAULT_SCHEMA};
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::PgConnection;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 use uuid::Uuid;
+
+/// How far ahead [`Event::deliver_at`] may be by default
+/// ([`Outbox::max_delay`]): a year.
+pub const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(366 * 24 * 3600);
 
 /// An event to enqueue. Build with [`Event::new`] and the chained setters.
 #[derive(Debug, Clone, PartialEq)]
@@ -24,6 +30,8 @@ pub struct Event {
     /// Idempotency id; when `None`, [`Outbox::enqueue`] makes a UUIDv7 (time
     /// ordered, so the outbox's unique index on it grows at its right edge).
     pub event_id: Option<Uuid>,
+    /// Deliver at or after this time ([`Event::deliver_at`]); `None`: now.
+    pub deliver_at: Option<DateTime<Utc>>,
 }
 
 impl Event {
@@ -36,6 +44,7 @@ impl Event {
             payload,
             headers: Value::Object(Default::default()),
             event_id: None,
+            deliver_at: None,
         }
     }
     /// Set the ordering key.
@@ -53,6 +62,17 @@ impl Event {
         if let Value::Object(map) = &mut self.headers {
             map.insert(name.into(), Value::String(value.into()));
         }
+        self
+    }
+
+    /// Deliver at or after `at`, not before. The event waits in
+    /// `outbox_scheduled` (committed with your transaction, so a relay
+    /// restarted meanwhile still delivers it on time) and enters the outbox
+    /// when due: from then on it is in its key's order like a new event, and
+    /// it holds back none of its key's events before that. A time already
+    /// past delivers now. [`Outbox::cancel`] takes it back before it is due.
+    pub fn deliver_at(mut self, at: DateTime<Utc>) -> Self {
+        self.deliver_at = Some(at);
         self
     }
 
@@ -100,7 +120,9 @@ pub(crate) fn json_kind(v: &Value) -> &'static str {
 /// Where an enqueued event landed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Enqueued {
-    /// Outbox row id (delivery order).
+    /// Outbox row id (delivery order); for an event scheduled ahead
+    /// ([`Event::deliver_at`]), its row id in `outbox_scheduled` (it takes an
+    /// outbox id when it is due).
     pub id: i64,
     /// The event's idempotency id.
     pub event_id: Uuid,
@@ -112,6 +134,7 @@ pub struct Outbox {
     schema: SchemaName,
     queries: Arc<Queries>,
     statements: Statements,
+    max_delay: Duration,
 }
 
 impl Outbox {
@@ -122,7 +145,57 @@ impl Outbox {
             queries: Arc::new(Queries::new(&schema)),
             schema,
             statements: Statements::Named,
+            max_delay: DEFAULT_MAX_DELAY,
         })
+    }
+
+    /// How far ahead [`Event::deliver_at`] may be ([`DEFAULT_MAX_DELAY`], a
+    /// year): an event scheduled further is refused
+    /// ([`InvalidEvent::DeliverAtTooFar`]), which catches a time unit mixed up.
+    pub fn max_delay(mut self, max_delay: Duration) -> Self {
+        self.max_delay = max_delay;
+        self
+    }
+
+    /// When `event` waits in `outbox_scheduled`: a `deliver_at` still ahead
+    /// (and not too far). `None`: into the outbox now.
+    fn scheduled(&self, event: &Event) -> Result<Option<DateTime<Utc>>, InvalidEvent> {
+        let Some(at) = event.deliver_at else {
+            return Ok(None);
+        };
+        let now = Utc::now();
+        if at <= now {
+            return Ok(None);
+        }
+        let too_far = chrono::Duration::from_std(self.max_delay)
+            .ok()
+            .and_then(|d| now.checked_add_signed(d))
+            .is_some_and(|limit| at > limit);
+        if too_far {
+            return Err(InvalidEvent::DeliverAtTooFar {
+                deliver_at: at,
+                max_days: self.max_delay.as_secs() / 86_400,
+            });
+        }
+        Ok(Some(at))
+    }
+
+    /// Take back a scheduled event ([`Event::deliver_at`]) that is not yet
+    /// due, in your transaction: `true` when it was waiting and is gone, so it
+    /// will never be delivered; `false` when no such event waits (unknown id,
+    /// already cancelled, or already due and in the outbox, past cancelling).
+    pub async fn cancel(
+        &self,
+        conn: &mut PgConnection,
+        event_id: Uuid,
+    ) -> Result<bool, EnqueueError> {
+        let gone: Option<i64> = sqlx::query_scalar(&self.queries.outbox_scheduled_cancel)
+            .persistent(self.statements.persistent())
+            .bind(event_id)
+            .fetch_optional(conn)
+            .await
+            .map_err(|e| EnqueueError::in_schema(e, &self.schema))?;
+        Ok(gone.is_some())
     }
 
     /// How the insert is prepared on your connection: [`Statements::Unnamed`]
@@ -146,21 +219,32 @@ impl Outbox {
         event: Event,
     ) -> Result<Enqueued, EnqueueError> {
         event.validate()?;
-        let (id, event_id): (i64, Uuid) = sqlx::query_as(&self.queries.outbox_insert)
+        let at = self.scheduled(&event)?;
+        let sql = match at {
+            Some(_) => &self.queries.outbox_schedule,
+            None => &self.queries.outbox_insert,
+        };
+        let mut insert = sqlx::query_as(sql)
             .persistent(self.statements.persistent())
             .bind(event.event_id.unwrap_or_else(Uuid::now_v7))
             .bind(&event.topic)
             .bind(&event.event)
             .bind(&event.key)
             .bind(&event.payload)
-            .bind(&event.headers)
+            .bind(&event.headers);
+        if let Some(at) = at {
+            insert = insert.bind(at);
+        }
+        let (id, event_id): (i64, Uuid) = insert
             .fetch_one(conn)
             .await
             .map_err(|e| EnqueueError::in_schema(e, &self.schema))?;
         Ok(Enqueued { id, event_id })
     }
 
-    /// Insert several events in one statement, in the given order.
+    /// Insert several events in one statement, in the given order. A batch
+    /// with scheduled events ([`Event::deliver_at`]) is written one
+    /// statement an event, and its result is in the batch's order.
     pub async fn enqueue_many(
         &self,
         conn: &mut PgConnection,
@@ -178,6 +262,25 @@ impl Outbox {
                     topic: e.topic.clone(),
                     source,
                 })?;
+        }
+        let mut scheduled = false;
+        for (index, e) in events.iter().enumerate() {
+            scheduled |= self
+                .scheduled(e)
+                .map_err(|source| EnqueueError::InvalidEventInBatch {
+                    index,
+                    count,
+                    topic: e.topic.clone(),
+                    source,
+                })?
+                .is_some();
+        }
+        if scheduled {
+            let mut out = Vec::with_capacity(count);
+            for e in events {
+                out.push(self.enqueue(&mut *conn, e).await?);
+            }
+            return Ok(out);
         }
         let n = events.len();
         let (mut ids, mut topics, mut types, mut keys, mut payloads, mut headers) = (

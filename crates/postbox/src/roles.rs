@@ -70,7 +70,7 @@ mod tests {
             &SchemaName::new("shop").unwrap(),
             &RoleName::new("shop_relay").unwrap(),
         );
-        assert!(sql.contains("GRANT SELECT, UPDATE, DELETE ON shop.outbox TO shop_relay;"));
+        assert!(sql.contains("GRANT SELECT, INSERT, UPDATE, DELETE ON shop.outbox TO shop_relay;"));
         assert!(!sql.contains('{'));
         assert!(RoleName::new("x; drop").is_err());
     }

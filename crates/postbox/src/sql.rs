@@ -170,6 +170,12 @@ queries!(
     outbox_replay_chunk,
     outbox_retained_oldest,
     outbox_wake,
+    outbox_schedule,
+    outbox_scheduled_cancel,
+    outbox_scheduled_lock,
+    outbox_scheduled_move,
+    outbox_scheduled_next,
+    outbox_scheduled_list,
 );
 
 /// Fill the `{schema}` and `{publication}` placeholders. `schema` is

@@ -12,7 +12,7 @@ mod nats;
 mod rabbitmq;
 mod raw;
 mod redis_streams;
-mod relayed;
+pub(crate) mod relayed;
 mod sqs;
 mod webhook;
 

@@ -18,8 +18,38 @@ pub(super) async fn drain(
     topic: &str,
     sent: SentRows,
 ) -> Result<cpu::Measured, BenchError> {
+    drain_beside(ctx, sink, topic, sent, 0).await
+}
+
+/// [`drain`] with `scheduled` events waiting in `outbox_scheduled` beside the
+/// backlog, due from a minute ahead over the next day (none during the drain).
+pub(crate) async fn drain_beside(
+    ctx: &Ctx,
+    sink: Arc<dyn Destination>,
+    topic: &str,
+    sent: SentRows,
+    scheduled: u64,
+) -> Result<cpu::Measured, BenchError> {
     let p = &ctx.p;
     let schema = ctx.schema("drain", WakeUp::Off).await?;
+    if scheduled > 0 {
+        sqlx::query(&format!(
+            "INSERT INTO {schema}.outbox_scheduled (topic, event, key, payload, deliver_at)
+             SELECT $1, $2, 'key-' || (g % $3), jsonb_build_object('n', g, 'body', $4::text),
+                    now() + make_interval(secs => 60 + g * 86400.0 / $5)
+               FROM generate_series(1, $5) g"
+        ))
+        .bind(topic)
+        .bind(EVENT)
+        .bind(p.keys)
+        .bind(BODY)
+        .bind(scheduled as i64)
+        .execute(&ctx.pool)
+        .await?;
+        sqlx::raw_sql(&format!("VACUUM ANALYZE {schema}.outbox_scheduled"))
+            .execute(&ctx.pool)
+            .await?;
+    }
     sqlx::query(&format!(
         "INSERT INTO {schema}.outbox (topic, event, key, payload)
          SELECT $1, $2, 'key-' || (g % $3), jsonb_build_object('n', g, 'body', $4::text)

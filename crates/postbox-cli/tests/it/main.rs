@@ -31,6 +31,7 @@ mod redis_outage;
 mod redis_streams;
 mod relay_order;
 mod replay;
+mod scheduled;
 mod settings;
 mod sqs;
 mod status;

@@ -26,7 +26,7 @@ async fn migrate_is_idempotent_and_versioned() {
         String::from_utf8_lossy(&first.stderr)
     );
     assert!(String::from_utf8_lossy(&first.stdout)
-        .contains("applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]"));
+        .contains("applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]"));
     let second = run();
     assert!(second.status.success());
     assert!(
@@ -51,6 +51,7 @@ async fn migrate_is_idempotent_and_versioned() {
             "outbox",
             "outbox_dead_letter",
             "outbox_delivered",
+            "outbox_scheduled",
             "outbox_wakeup",
             "postbox_migrations"
         ]
@@ -61,7 +62,7 @@ async fn migrate_is_idempotent_and_versioned() {
     .fetch_all(&pool)
     .await
     .unwrap();
-    assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+    assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
 
     // A tampered migration is reported, not silently re-run.
     sqlx::query(&format!(
@@ -272,7 +273,7 @@ async fn a_schema_made_from_the_printed_sql_works_and_migrates_further() {
 async fn relay_refuses_an_outdated_schema() {
     let ctx = Ctx::new("outdated").await;
     sqlx::query(&format!(
-        "DELETE FROM {}.postbox_migrations WHERE version = 11",
+        "DELETE FROM {}.postbox_migrations WHERE version = 12",
         ctx.schema
     ))
     .execute(&ctx.pool)
@@ -283,7 +284,7 @@ async fn relay_refuses_an_outdated_schema() {
     let out = relay.output();
     assert!(
         out.contains(&format!(
-            "schema \"{}\" is at migration 10, this postbox needs 11; run `postbox migrate --schema {}` first",
+            "schema \"{}\" is at migration 11, this postbox needs 12; run `postbox migrate --schema {}` first",
             ctx.schema, ctx.schema
         )),
         "{out}"

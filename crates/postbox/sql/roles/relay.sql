@@ -1,7 +1,11 @@
 -- The relay: claims, marks and retries outbox rows, dead-letters poison rows,
--- and runs retention on the outbox, the inbox and the dead letters. No DDL.
+-- and runs retention on the outbox, the inbox and the dead letters; moves
+-- scheduled events into the outbox when they are due. No DDL.
 GRANT USAGE ON SCHEMA {schema} TO {role};
-GRANT SELECT, UPDATE, DELETE ON {schema}.outbox TO {role};
+GRANT SELECT, INSERT, UPDATE, DELETE ON {schema}.outbox TO {role};
+GRANT SELECT, DELETE ON {schema}.outbox_scheduled TO {role};
+-- The outbox's partition column, computed as the mover inserts.
+GRANT EXECUTE ON FUNCTION {schema}.postbox_outbox_partition(text, uuid) TO {role};
 GRANT SELECT, INSERT, DELETE ON {schema}.outbox_dead_letter TO {role};
 GRANT SELECT, DELETE ON {schema}.inbox TO {role};
 GRANT SELECT, DELETE ON {schema}.inbox_dead_letter TO {role};

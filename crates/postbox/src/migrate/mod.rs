@@ -82,6 +82,11 @@ const FILES: &[(i32, &str, &str)] = &[
         "0011_console",
         include_str!("../../sql/migrations/0011_console.sql"),
     ),
+    (
+        12,
+        "0012_scheduled",
+        include_str!("../../sql/migrations/0012_scheduled.sql"),
+    ),
 ];
 
 /// The migration from which relays claim from a position per partition

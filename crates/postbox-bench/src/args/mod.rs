@@ -24,6 +24,8 @@ pub enum Which {
     Restart,
     /// Live events' latency at `--rate` while `postbox replay` sends `--replay-events` retained events again at each `--replay-rates` pace, against no replay.
     Replay,
+    /// The drain beside 1,000,000 scheduled events against none, and how late scheduled events are delivered.
+    Scheduled,
     /// The operator console's pages and API at 1,000,000 outbox rows and 100,000 dead letters: p50/p95 against the same server answering without the database.
     Console,
     /// Every benchmark, health included.
@@ -126,6 +128,12 @@ pub struct Args {
     /// Replay: `postbox replay --rate` paces, 0 for unlimited [default: 1000,10000,0].
     #[arg(long, value_delimiter = ',')]
     replay_rates: Option<Vec<u64>>,
+    /// Scheduled: events waiting to be due beside the drain [default: 1000000; --quick: 10000].
+    #[arg(long)]
+    scheduled_events: Option<u64>,
+    /// Scheduled: events due over five seconds whose lateness is measured [default: 5000; --quick: 200].
+    #[arg(long)]
+    scheduled_due: Option<u64>,
     /// Health, restart and replay: (live) events per second.
     #[arg(long, default_value_t = 1000)]
     rate: u64,
@@ -180,6 +188,8 @@ pub(crate) struct Params {
     pub(super) rate: u64,
     pub(super) replay_events: u64,
     pub(super) replay_rates: Vec<u64>,
+    pub(super) scheduled_events: u64,
+    pub(super) scheduled_due: u64,
 }
 
 fn durations<S: serde::Serializer>(v: &[Duration], s: S) -> Result<S::Ok, S::Error> {
@@ -209,6 +219,7 @@ impl Args {
                 Which::Load,
                 Which::Restart,
                 Which::Replay,
+                Which::Scheduled,
                 Which::Health,
             ],
             (None, Some(w)) => vec![w],
@@ -263,6 +274,10 @@ impl Args {
                 .replay_rates
                 .clone()
                 .unwrap_or_else(|| vec![1000, 10_000, 0]),
+            scheduled_events: self
+                .scheduled_events
+                .unwrap_or(if q { 10_000 } else { 1_000_000 }),
+            scheduled_due: self.scheduled_due.unwrap_or(if q { 200 } else { 5000 }),
         };
         let at_least_one = [
             ("reps", p.reps > 0),
@@ -286,6 +301,8 @@ impl Args {
             ),
             ("rate", p.rate > 0),
             ("replay-events", p.replay_events > 0),
+            ("scheduled-events", p.scheduled_events > 0),
+            ("scheduled-due", p.scheduled_due > 0),
         ];
         if let Some((name, _)) = at_least_one.iter().find(|(_, ok)| !ok) {
             return Err(format!("--{name} must be at least 1"));
@@ -315,122 +332,4 @@ impl Args {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::Parser;
-    use postbox_relay::Config;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: Args,
-    }
-
-    fn resolve(flags: &[&str]) -> Result<(Vec<Which>, Params), String> {
-        let argv = std::iter::once("postbox-bench").chain(flags.iter().copied());
-        Cli::try_parse_from(argv)
-            .map_err(|e| e.to_string())?
-            .args
-            .resolve()
-    }
-
-    #[test]
-    fn without_a_benchmark_the_four_quick_ones_run_at_full_size() {
-        let (which, p) = resolve(&[]).unwrap();
-        assert_eq!(
-            which,
-            [
-                Which::Drain,
-                Which::Latency,
-                Which::Producer,
-                Which::Consumer
-            ]
-        );
-        assert_eq!((p.reps, p.events, p.jobs), (3, 100_000, 20_000));
-        assert_eq!(p.duration, Duration::from_secs(30));
-        assert_eq!(
-            p.relay.busy_poll_interval,
-            Config::default().busy_poll_interval
-        );
-        // The relay's defaults but the batch size (crate::relay::defaults says why).
-        assert_eq!(
-            (p.relay.batch_size, Config::default().batch_size),
-            (1000, 500)
-        );
-        assert_eq!(p.relay.workers, Config::default().workers);
-    }
-
-    #[test]
-    fn relay_flags_are_the_relays_fields_and_checks() {
-        let (_, p) = resolve(&[
-            "--batch-size",
-            "250",
-            "--workers",
-            "2",
-            "--consolidate-after",
-            "0s",
-            "--keeping-up-workers",
-            "2",
-        ])
-        .unwrap();
-        let c = &*p.relay;
-        assert_eq!((c.batch_size, c.workers, c.keeping_up_workers), (250, 2, 2));
-        assert_eq!(c.consolidate_after, Duration::ZERO);
-        // The JSON report shows them under the keys it always had, nothing else of the relay's.
-        let json = serde_json::to_value(&p).unwrap();
-        assert_eq!(json["batch_size"], 250);
-        assert_eq!(json["consolidate_after"], "0s");
-        assert_eq!(json["busy_poll_interval"], "1ms");
-        assert!(json.get("database_url").is_none() && json.get("publish_timeout").is_none());
-        // What the relay refuses, the bench refuses before it starts, naming the flag.
-        for (flags, error) in [
-            (&["--workers", "65"][..], "--workers: 65 is outside 1..=64"),
-            (
-                &["--batch-size", "200000"],
-                "--batch-size: 200000 is outside 1..=100000",
-            ),
-            (&["--workers=-1"], "--workers: invalid value: integer `-1`"),
-        ] {
-            let e = resolve(flags).unwrap_err();
-            assert!(e.starts_with(error), "{flags:?}: {e}");
-        }
-        let e = resolve(&["--busy-poll-interval", "soon"]).unwrap_err();
-        assert!(
-            e.contains("--busy-poll-interval") && e.contains("500ms"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn quick_shrinks_what_was_not_given() {
-        let (_, p) = resolve(&["--quick", "--events", "500"]).unwrap();
-        assert_eq!((p.reps, p.events, p.jobs), (1, 500, 1000));
-        assert_eq!(p.health_duration, Duration::from_secs(3));
-    }
-
-    #[test]
-    fn all_and_table_health_choose_the_benchmarks() {
-        assert_eq!(resolve(&["all"]).unwrap().0.len(), 7);
-        let (which, p) = resolve(&["--table-health", "2m"]).unwrap();
-        assert_eq!(which, [Which::Health]);
-        assert_eq!(p.health_duration, Duration::from_secs(120));
-    }
-
-    #[test]
-    fn a_zero_size_or_duration_is_refused_by_name() {
-        for (flags, error) in [
-            (&["--workers", "0"][..], "--workers must be at least 1"),
-            (&["--rates", "100,0"], "--rates must be at least 1"),
-            (
-                &["--load-duration", "0s"],
-                "--load-duration must be longer than 0",
-            ),
-            (
-                &["--rates", "200000"],
-                "--rates 200000: at most 100000 messages/s",
-            ),
-        ] {
-            assert_eq!(resolve(flags).unwrap_err(), error, "{flags:?}");
-        }
-    }
-}
+mod tests;
