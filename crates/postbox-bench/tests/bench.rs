@@ -160,7 +160,10 @@ async fn bench_all_quick_writes_every_figure_and_the_chart() {
     );
     let late = report["scheduled_lateness"]["rows"].as_array().unwrap();
     assert_eq!(late.len(), 1, "{late:?}");
-    assert!(late[0]["max_ms"]["median"].as_f64().unwrap() >= 0.0, "{late:?}");
+    assert!(
+        late[0]["max_ms"]["median"].as_f64().unwrap() >= 0.0,
+        "{late:?}"
+    );
     // The pipeline under load, with 4 and 16 producers: everything produced arrived.
     let load = report["load"]["rows"].as_array().unwrap();
     assert_eq!(load.len(), 2, "{load:?}");

@@ -18,21 +18,23 @@ pub(super) async fn drain(
     topic: &str,
     sent: SentRows,
 ) -> Result<cpu::Measured, BenchError> {
-    drain_beside(ctx, sink, topic, sent, 0).await
+    drain_beside(ctx, sink, topic, sent, None).await
 }
 
 /// [`drain`] with `scheduled` events waiting in `outbox_scheduled` beside the
-/// backlog, due from a minute ahead over the next day (none during the drain).
+/// backlog, due from a minute ahead over the next day (none during the drain),
+/// then a CHECKPOINT (with `Some(0)` too), so that writing them is not what
+/// the drain measures.
 pub(crate) async fn drain_beside(
     ctx: &Ctx,
     sink: Arc<dyn Destination>,
     topic: &str,
     sent: SentRows,
-    scheduled: u64,
+    scheduled: Option<u64>,
 ) -> Result<cpu::Measured, BenchError> {
     let p = &ctx.p;
     let schema = ctx.schema("drain", WakeUp::Off).await?;
-    if scheduled > 0 {
+    if let Some(scheduled) = scheduled {
         sqlx::query(&format!(
             "INSERT INTO {schema}.outbox_scheduled (topic, event, key, payload, deliver_at)
              SELECT $1, $2, 'key-' || (g % $3), jsonb_build_object('n', g, 'body', $4::text),
@@ -66,6 +68,14 @@ pub(crate) async fn drain_beside(
     sqlx::raw_sql(&format!("VACUUM ANALYZE {schema}.outbox"))
         .execute(&ctx.pool)
         .await?;
+    if scheduled.is_some() {
+        // Needs a superuser or pg_checkpoint; without, the figures are noisier.
+        if let Err(e) = sqlx::raw_sql("CHECKPOINT").execute(&ctx.pool).await {
+            eprintln!("warning: CHECKPOINT refused ({e}): the drains may overlap a checkpoint");
+        }
+        // And the kernel's write-back of what the checkpoint wrote (a local server).
+        let _ = tokio::process::Command::new("sync").status().await;
+    }
 
     let shutdown = CancellationToken::new();
     let config = Config {
