@@ -68,6 +68,15 @@ fn render(s: &SchemaStatus) -> String {
         }
     });
     out.push_str(&format!("wake-up: {}\n", s.wake_up));
+    if s.scheduled > 0 {
+        out.push_str(&format!(
+            "scheduled: {} waiting{}\n",
+            s.scheduled,
+            s.next_scheduled_in_seconds
+                .map(|d| format!(", the next due in {}", age(d.max(0.0))))
+                .unwrap_or_default()
+        ));
+    }
     if !s.topics.is_empty() {
         let mut t = vec![vec![
             "TOPIC".to_string(),

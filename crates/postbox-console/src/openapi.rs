@@ -163,6 +163,7 @@ pub(crate) async fn document() -> Json<Value> {
                     "schema": {"type": "string"}, "read_path": {"type": "string"}, "wake_up": {"type": "string"},
                     "pending": {"type": "integer"}, "oldest_pending_age_seconds": {"type": ["number", "null"]},
                     "retrying": {"type": "integer"}, "dead_letters": {"type": "integer"}, "consumer_dead_letters": {"type": "integer"},
+                    "scheduled": {"type": "integer"}, "next_scheduled_in_seconds": {"type": ["number", "null"]},
                     "topics": {"type": "array", "items": {"type": "object"}}, "consumers": {"type": "array", "items": {"type": "object"}},
                     "relays": {"type": "array", "items": {"type": "object"}}, "partitions_owned": {"type": "integer"},
                     "partitions_unowned": {"type": "string"}}}

@@ -176,6 +176,7 @@ queries!(
     outbox_scheduled_move,
     outbox_scheduled_next,
     outbox_scheduled_list,
+    status_scheduled,
 );
 
 /// Fill the `{schema}` and `{publication}` placeholders. `schema` is

@@ -142,6 +142,11 @@ async fn a_scheduled_event_is_cancelled_before_its_time() {
         (out.status.success(), text)
     };
     let s = ctx.schema.clone();
+    let (ok, status) = cli(vec!["status".into(), "--schemas".into(), s.clone()]).await;
+    assert!(
+        ok && status.contains("scheduled: 2 waiting, the next due in"),
+        "{status}"
+    );
     let (ok, list) = cli(vec![
         "scheduled".into(),
         "list".into(),

@@ -29,6 +29,11 @@ pub struct SchemaStatus {
     pub dead_letters: i64,
     /// The consumers' dead letters (`postbox inbox-dlq`), all consumers.
     pub consumer_dead_letters: i64,
+    /// Scheduled events waiting to be due (`postbox scheduled list`).
+    pub scheduled: i64,
+    /// Seconds until the next scheduled event is due (null when none waits;
+    /// 0 or less when one is due and a relay has yet to move it).
+    pub next_scheduled_in_seconds: Option<f64>,
     pub topics: Vec<TopicStatus>,
     pub consumers: Vec<ConsumerStatus>,
     pub relays: Vec<Instance>,
@@ -103,7 +108,7 @@ pub async fn schema_status(
     schema: &SchemaName,
 ) -> Result<SchemaStatus, crate::OpsError> {
     let mut tx = conn.begin().await?;
-    let read_path = read_path(&mut tx, schema).await?;
+    let (read_path, current) = read_path(&mut tx, schema).await?;
     let wake_up = postbox::migrate::wake_up_in_force(&mut tx, schema)
         .await?
         .unwrap_or_default()
@@ -117,30 +122,41 @@ pub async fn schema_status(
     let consumers: Vec<ConsumerStatus> = statement_as(&q.status_inbox_dead_letters)
         .fetch_all(&mut *tx)
         .await?;
+    // A schema one migration behind has no outbox_scheduled yet.
+    let (scheduled, next_due): (i64, Option<f64>) = if current {
+        statement_as(&q.status_scheduled)
+            .fetch_one(&mut *tx)
+            .await?
+    } else {
+        (0, None)
+    };
     tx.commit().await?;
     let mut s = summarize(schema, read_path, wake_up, topics, sessions);
+    s.scheduled = scheduled;
+    s.next_scheduled_in_seconds = next_due;
     s.consumer_dead_letters = consumers.iter().map(|c| c.dead_letters).sum();
     s.consumers = consumers;
     Ok(s)
 }
 
-/// Which read path relays use on `schema`. A schema one migration behind
-/// this build (during an upgrade) is still reported; older ones are refused.
+/// Which read path relays use on `schema`, and whether it is at this
+/// build's latest migration. A schema behind (during an upgrade) is still
+/// reported from the migration before 0010 on; older ones are refused.
 async fn read_path(
     conn: &mut sqlx::PgConnection,
     schema: &SchemaName,
-) -> Result<&'static str, postbox::MigrateError> {
+) -> Result<(&'static str, bool), postbox::MigrateError> {
     use postbox::migrate::{ensure_migrated, CLAIM_BY_POSITION};
     match ensure_migrated(conn, schema).await {
-        Ok(()) => Ok("position"),
-        // Behind by a migration that does not change how relays read.
+        Ok(()) => Ok(("position", true)),
+        // Behind by migrations that do not change how relays read.
         Err(postbox::MigrateError::SchemaOutdated { found, .. }) if found >= CLAIM_BY_POSITION => {
-            Ok("position")
+            Ok(("position", false))
         }
         Err(postbox::MigrateError::SchemaOutdated { found, .. })
             if found == CLAIM_BY_POSITION - 1 =>
         {
-            Ok("head")
+            Ok(("head", false))
         }
         Err(e) => Err(e),
     }
@@ -217,6 +233,8 @@ fn summarize(
         retrying: topics.iter().map(|t| t.retrying).sum(),
         dead_letters: topics.iter().map(|t| t.dead_letters).sum(),
         consumer_dead_letters: 0,
+        scheduled: 0,
+        next_scheduled_in_seconds: None,
         topics,
         consumers: Vec::new(),
         relays,

@@ -25,6 +25,8 @@ async fn schema_section(c: &Console, s: &postbox::SchemaName) -> Result<Markup, 
                 div.card { "Pending" b data-figure="pending" { (st.pending) } }
                 div.card { "Lag (oldest pending)" b data-figure="lag" { (lag) } }
                 div.card { "Retrying" b { (st.retrying) } }
+                div.card { "Scheduled" b data-figure="scheduled" { (st.scheduled) }
+                    @if let Some(next) = st.next_scheduled_in_seconds { " next in " (age(next.max(0.0))) } }
                 div.card { "Dead letters" b data-figure="dead-letters" {
                     a href={ (base) "/schemas/" (st.schema) "/dead-letters" } { (st.dead_letters) } } }
                 div.card { "Consumer dead letters" b {

@@ -11,4 +11,5 @@ GRANT SELECT, UPDATE, DELETE ON {schema}.inbox_dead_letter TO {role};
 GRANT SELECT ON {schema}.postbox_migrations TO {role};
 GRANT SELECT, INSERT ON {schema}.console_audit TO {role};
 GRANT SELECT ON {schema}.outbox_delivered TO {role};
+GRANT SELECT ON {schema}.outbox_scheduled TO {role};
 GRANT EXECUTE ON FUNCTION {schema}.postbox_outbox_partition(text, uuid) TO {role};
