@@ -286,3 +286,76 @@ async fn past_far_and_sql_scheduled_events() {
     drop(relay);
     ctx.cleanup().await;
 }
+
+/// Three relays on one schema, 300 events due at once on a sink that keeps
+/// duplicates (Redis Streams): one mover at a time, so each event enters the
+/// outbox once and is delivered once, in the order scheduled per key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_relays_move_each_scheduled_event_once() {
+    let ctx = Ctx::new("sched_many").await;
+    let at = Utc::now() + chrono::Duration::milliseconds(1500);
+    let events: Vec<postbox::Event> = (0..300)
+        .map(|i| {
+            ctx.event(&format!("k{}", i % 10), i / 10 + 1)
+                .deliver_at(at)
+        })
+        .collect();
+    let mut tx = ctx.pool.begin().await.unwrap();
+    ctx.outbox.enqueue_many(&mut tx, events).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(waiting_scheduled(&ctx).await, 300);
+    let url = redis();
+    let args = [
+        "--sink",
+        "redis_streams",
+        "--redis-streams-url",
+        url.as_str(),
+    ];
+    let relays: Vec<RelayProcess> = (0..3).map(|_| ctx.relay(&url, &args, &[])).collect();
+    wait_until(LONG, "all moved and sent", || async {
+        waiting_scheduled(&ctx).await == 0 && ctx.unsent().await == 0
+    })
+    .await;
+    let rows: i64 = sqlx::query_scalar(&format!("SELECT count(*) FROM {}.outbox", ctx.schema))
+        .fetch_one(&ctx.pool)
+        .await
+        .unwrap();
+    assert_eq!(rows, 300, "each moved once");
+    let mut redis = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let entries: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
+        .arg(&ctx.queue)
+        .arg("-")
+        .arg("+")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    assert_eq!(entries.len(), 300, "each delivered once");
+    let mut seen = Vec::new();
+    for (_, fields) in &entries {
+        let field = |name: &str| {
+            fields
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+                .unwrap()
+        };
+        let payload: serde_json::Value = serde_json::from_str(&field("payload")).unwrap();
+        seen.push((
+            String::new(),
+            field("key"),
+            payload["seq"].as_u64().unwrap(),
+        ));
+    }
+    assert_per_key_order(&seen);
+    let _: () = redis::cmd("DEL")
+        .arg(&ctx.queue)
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    drop(relays);
+    ctx.cleanup().await;
+}
