@@ -186,10 +186,12 @@ pub async fn run(a: Args, shutdown: CancellationToken) -> Result<(), CliError> {
         return Ok(());
     }
     let resume = |through: i64| {
+        // Microseconds, as PostgreSQL keeps them: the same selection exactly.
+        let exact = |t: DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Micros, true);
         let mut cmd = format!(
             "postbox replay --schema {schema} --since {} --until {}",
-            at(sel.since),
-            at(sel.until)
+            exact(sel.since),
+            exact(sel.until)
         );
         for t in sel.topics.iter().flatten() {
             cmd.push_str(&format!(" --topic {}", shell_word(t)));
