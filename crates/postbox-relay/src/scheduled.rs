@@ -62,7 +62,23 @@ async fn move_due(
     queries: &[(SchemaName, Queries)],
 ) -> Result<Option<Duration>, sqlx::Error> {
     let mut next: Option<Duration> = None;
+    let mut until_next = |s: f64| {
+        let d = Duration::from_secs_f64(s.max(0.0));
+        next = Some(next.map_or(d, |n: Duration| n.min(d)));
+    };
     for (schema, q) in queries {
+        // One statement while nothing is due, which is most passes.
+        let due_in: Option<f64> = sqlx::query_scalar(&q.outbox_scheduled_next)
+            .fetch_one(&mut *c)
+            .await?;
+        match due_in {
+            None => continue,
+            Some(s) if s > 0.0 => {
+                until_next(s);
+                continue;
+            }
+            Some(_) => {}
+        }
         loop {
             let mut tx = c.begin().await?;
             let mover: bool = sqlx::query_scalar(&q.outbox_scheduled_lock)
@@ -86,8 +102,7 @@ async fn move_due(
             }
             if moved < BATCH {
                 if let Some(s) = due_in {
-                    let d = Duration::from_secs_f64(s.max(0.0));
-                    next = Some(next.map_or(d, |n| n.min(d)));
+                    until_next(s);
                 }
                 break;
             }
