@@ -221,38 +221,15 @@ async fn bad_input_is_refused_and_changes_nothing() {
 async fn a_replay_runs_as_the_relays_role() {
     let ctx = Ctx::new("replay_role").await;
     sent_rows(&ctx, "orders", 20).await;
-    let role = format!("r{}_relay", postbox_testkit::suffix());
-    sqlx::raw_sql(&format!("CREATE ROLE {role} LOGIN PASSWORD 'postbox-test'"))
-        .execute(&ctx.pool)
-        .await
-        .unwrap();
-    let url = postbox_testkit::database_url();
-    let (ok, out, err) = crate::dlq::cli(&[
-        "grant",
-        "--database-url",
-        &url,
-        "--schema",
-        &ctx.schema,
-        "--role",
-        &role,
-        "--as",
-        "relay",
-    ])
-    .await;
-    assert!(ok, "{out}{err}");
-    let mut as_role = url::Url::parse(&url).unwrap();
-    as_role.set_username(&role).unwrap();
-    as_role.set_password(Some("postbox-test")).unwrap();
+    let (role, as_role) = ctx.granted_role("relay").await;
     let out = replay(&ctx)
         .args(["--since", "1h", "--rate", "0", "--yes"])
-        .env("DATABASE_URL", as_role.as_str())
+        .env("DATABASE_URL", &as_role)
         .output()
         .await
         .unwrap();
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(ctx.unsent().await, 20);
     ctx.cleanup().await;
-    let _ = sqlx::raw_sql(&format!("DROP OWNED BY {role}; DROP ROLE {role}"))
-        .execute(&postbox_testkit::pool().await)
-        .await;
+    drop_role(&role).await;
 }

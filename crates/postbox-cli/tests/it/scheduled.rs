@@ -126,34 +126,13 @@ async fn a_scheduled_event_is_cancelled_before_its_time() {
     );
     tx.commit().await.unwrap();
 
-    let url = postbox_testkit::database_url();
-    let cli = |args: Vec<String>| async move {
-        let out = tokio::process::Command::new(BIN)
-            .args(&args)
-            .env("DATABASE_URL", postbox_testkit::database_url())
-            .output()
-            .await
-            .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.success(), text)
-    };
-    let s = ctx.schema.clone();
-    let (ok, status) = cli(vec!["status".into(), "--schemas".into(), s.clone()]).await;
+    let s = ctx.schema.as_str();
+    let (ok, status) = postbox(&["status", "--schemas", s]).await;
     assert!(
         ok && status.contains("scheduled: 2 waiting, the next due in"),
         "{status}"
     );
-    let (ok, list) = cli(vec![
-        "scheduled".into(),
-        "list".into(),
-        "--schema".into(),
-        s.clone(),
-    ])
-    .await;
+    let (ok, list) = postbox(&["scheduled", "list", "--schema", s]).await;
     assert!(ok, "{list}");
     assert!(
         list.contains(&b.event_id.to_string()) && list.contains(&c.event_id.to_string()),
@@ -162,17 +141,16 @@ async fn a_scheduled_event_is_cancelled_before_its_time() {
     assert!(!list.contains(&a.event_id.to_string()), "{list}");
     // An unknown id beside a good one: nothing is cancelled.
     let unknown = uuid::Uuid::new_v4().to_string();
-    let (ok, out) = cli(vec![
-        "scheduled".into(),
-        "cancel".into(),
-        "--schema".into(),
-        s.clone(),
-        "--event-id".into(),
-        b.event_id.to_string(),
-        "--event-id".into(),
-        unknown.clone(),
-        "--database-url".into(),
-        url.clone(),
+    let b_id = b.event_id.to_string();
+    let (ok, out) = postbox(&[
+        "scheduled",
+        "cancel",
+        "--schema",
+        s,
+        "--event-id",
+        &b_id,
+        "--event-id",
+        &unknown,
     ])
     .await;
     assert!(
@@ -180,15 +158,7 @@ async fn a_scheduled_event_is_cancelled_before_its_time() {
         "{out}"
     );
     assert_eq!(waiting_scheduled(&ctx).await, 2);
-    let (ok, out) = cli(vec![
-        "scheduled".into(),
-        "cancel".into(),
-        "--schema".into(),
-        s.clone(),
-        "--event-id".into(),
-        b.event_id.to_string(),
-    ])
-    .await;
+    let (ok, out) = postbox(&["scheduled", "cancel", "--schema", s, "--event-id", &b_id]).await;
     assert!(
         ok && out.contains("cancelled 1 scheduled event(s)"),
         "{out}"

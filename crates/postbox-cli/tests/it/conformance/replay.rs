@@ -59,18 +59,9 @@ pub async fn replayed_events_arrive_again_with_their_ids<F: BrokerFixture>() {
 /// `postbox replay` over the test's schema since an hour ago, with `args`;
 /// its output, or a panic with it when it fails.
 pub(crate) async fn postbox_replay(ctx: &Ctx, args: &[&str]) -> String {
-    let out = tokio::process::Command::new(BIN)
-        .args(["replay", "--schema", &ctx.schema, "--since", "1h"])
-        .args(args)
-        .env("DATABASE_URL", postbox_testkit::database_url())
-        .output()
-        .await
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "postbox replay {args:?}: {text}");
+    let mut all = vec!["replay", "--schema", &ctx.schema, "--since", "1h"];
+    all.extend_from_slice(args);
+    let (ok, text) = postbox(&all).await;
+    assert!(ok, "postbox {all:?}: {text}");
     text
 }

@@ -194,28 +194,7 @@ async fn the_console_refuses_to_start_without_users_or_with_a_bad_file() {
 async fn the_console_runs_with_least_privilege() {
     let ctx = Ctx::new("con_role").await;
     seed(&ctx).await;
-    let role = format!("r{}_console", postbox_testkit::suffix());
-    sqlx::raw_sql(&format!("CREATE ROLE {role} LOGIN PASSWORD 'postbox-test'"))
-        .execute(&ctx.pool)
-        .await
-        .unwrap();
-    let url = postbox_testkit::database_url();
-    let (ok, out, err) = crate::dlq::cli(&[
-        "grant",
-        "--database-url",
-        &url,
-        "--schema",
-        &ctx.schema,
-        "--role",
-        &role,
-        "--as",
-        "console",
-    ])
-    .await;
-    assert!(ok, "{out}{err}");
-    let mut as_role = url::Url::parse(&url).unwrap();
-    as_role.set_username(&role).unwrap();
-    as_role.set_password(Some("postbox-test")).unwrap();
+    let (role, as_role) = ctx.granted_role("console").await;
     let console = ConsoleProcess::start_as(as_role.as_str(), &ctx.schema, &[]).await;
     let c = Client::new(&console);
     let s = &ctx.schema;
@@ -257,7 +236,5 @@ async fn the_console_runs_with_least_privilege() {
     assert_eq!(ctx.unsent().await, 2, "replayed into the outbox");
     drop(console);
     ctx.cleanup().await;
-    let _ = sqlx::raw_sql(&format!("DROP OWNED BY {role}; DROP ROLE {role}"))
-        .execute(&postbox_testkit::pool().await)
-        .await;
+    drop_role(&role).await;
 }

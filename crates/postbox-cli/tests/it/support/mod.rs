@@ -358,3 +358,57 @@ impl Ctx {
         .unwrap();
     }
 }
+
+/// `postbox <args>` against the test database (its URL in `DATABASE_URL`):
+/// (success, stdout and stderr together).
+pub async fn postbox(args: &[&str]) -> (bool, String) {
+    let out = tokio::process::Command::new(BIN)
+        .args(args)
+        .env("DATABASE_URL", postbox_testkit::database_url())
+        .output()
+        .await
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+impl Ctx {
+    /// A login role of this test given `postbox grant --as <what>` on its
+    /// schema, and the database URL that logs in as it; [`drop_role`] after.
+    pub async fn granted_role(&self, what: &str) -> (String, String) {
+        let role = format!("r{}_{what}", postbox_testkit::suffix());
+        sqlx::raw_sql(&format!("CREATE ROLE {role} LOGIN PASSWORD 'postbox-test'"))
+            .execute(&self.pool)
+            .await
+            .unwrap();
+        let url = postbox_testkit::database_url();
+        let (ok, out) = postbox(&[
+            "grant",
+            "--database-url",
+            &url,
+            "--schema",
+            &self.schema,
+            "--role",
+            &role,
+            "--as",
+            what,
+        ])
+        .await;
+        assert!(ok, "{out}");
+        let mut as_role = url::Url::parse(&url).unwrap();
+        as_role.set_username(&role).unwrap();
+        as_role.set_password(Some("postbox-test")).unwrap();
+        (role, as_role.to_string())
+    }
+}
+
+/// Drop a role made by [`Ctx::granted_role`] (after its schema is gone).
+pub async fn drop_role(role: &str) {
+    let _ = sqlx::raw_sql(&format!("DROP OWNED BY {role}; DROP ROLE {role}"))
+        .execute(&postbox_testkit::pool().await)
+        .await;
+}
