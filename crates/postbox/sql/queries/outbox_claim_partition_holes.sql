@@ -25,7 +25,6 @@
                  SELECT 1 FROM {schema}.outbox w
                   WHERE w.sent_at IS NULL
                     AND w.next_attempt_at IS NOT NULL
-                    AND w.next_attempt_at > now()
                     AND w.key = a.key
                     AND (w.xid, w.id) < (a.xid, a.id))
          OFFSET 0) l)

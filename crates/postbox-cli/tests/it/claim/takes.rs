@@ -128,3 +128,43 @@ async fn below_its_position_a_claim_takes_only_the_holes_rows() {
     drop(conn);
     ctx.cleanup().await;
 }
+
+/// A row whose retry is due, but that the worker's position has passed (its
+/// held-row check not yet back to it), still holds its key's later rows: a
+/// claim from the position takes none of them, so the later row cannot
+/// overtake it; from the head, the due row goes alone and the later one
+/// after it is sent. (Before, a row counted as waiting only while its
+/// next_attempt_at was ahead, and a claim in that moment sent the later row
+/// first.)
+#[tokio::test]
+async fn a_due_retry_below_the_position_holds_its_keys_later_rows() {
+    let ctx = Ctx::new("claim_due").await;
+    let s = &ctx.schema;
+    let q = Queries::new(&SchemaName::new(s).unwrap());
+    let insert = |next: &'static str| {
+        format!(
+            "INSERT INTO {s}.outbox (topic, event, key, payload, next_attempt_at) \
+             VALUES ('q', 'e', 'k', '{{}}', {next}) RETURNING id, xid::text::bigint"
+        )
+    };
+    let (due, due_xid): (i64, i64) = sqlx::query_as(&insert("now() - interval '1 second'"))
+        .fetch_one(&ctx.pool)
+        .await
+        .unwrap();
+    let (later, _): (i64, i64) = sqlx::query_as(&insert("NULL"))
+        .fetch_one(&ctx.pool)
+        .await
+        .unwrap();
+    let p = partition_of(&ctx, "k").await;
+    let mut conn = worker_session(&q).await;
+    for claim in [Claim::Merge, Claim::Sorted] {
+        let got = claim
+            .ids_from(&mut conn, &q, &[p], 10, (due_xid, due), &[])
+            .await;
+        assert!(got.is_empty(), "{claim:?}: {got:?} overtook row {due}");
+        let got = claim.ids_from(&mut conn, &q, &[p], 10, (0, 0), &[]).await;
+        assert_eq!(got, vec![due], "{claim:?}: the due row alone, then {later}");
+    }
+    drop(conn);
+    ctx.cleanup().await;
+}
