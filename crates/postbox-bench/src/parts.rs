@@ -66,6 +66,22 @@ pub(crate) async fn relay_ready(stats: &postbox_relay::Stats) -> Result<(), Benc
     Ok(())
 }
 
+/// Wait until `count` (a statement returning one count) is 0, for `what`,
+/// at most a minute: the relay has sent what a benchmark waits for.
+pub(crate) async fn until_none(pool: &PgPool, count: &str, what: &str) -> Result<(), BenchError> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let left: i64 = sqlx::query_scalar(count).fetch_one(pool).await?;
+        if left == 0 {
+            return Ok(());
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(format!("{left} {what} still left after 60 s").into());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// A pool of `n` connections, all opened before the measurement starts.
 pub(crate) async fn pool(ctx: &Ctx, n: u32) -> Result<PgPool, BenchError> {
     let pool = PgPoolOptions::new()

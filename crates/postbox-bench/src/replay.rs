@@ -12,7 +12,7 @@
 //! (SIGINT, as an operator would) and the next pace replays from the start.
 
 use super::latency::{Measure, Timeline};
-use super::parts::{pool, recording_consumer, NullSink};
+use super::parts::{pool, recording_consumer, until_none, NullSink};
 use super::report::{LatencyRow, LatencySection, Spread};
 use super::Ctx;
 use crate::BenchError;
@@ -222,17 +222,12 @@ async fn measure(
     .bind(HISTORY)
     .fetch_one(&ctx.pool)
     .await?;
-    loop {
-        let unsent: i64 = sqlx::query_scalar(&format!(
-            "SELECT count(*) FROM {schema}.outbox WHERE sent_at IS NULL"
-        ))
-        .fetch_one(&ctx.pool)
-        .await?;
-        if unsent == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until_none(
+        &ctx.pool,
+        &format!("SELECT count(*) FROM {schema}.outbox WHERE sent_at IS NULL"),
+        "unsent rows of the window",
+    )
+    .await?;
     sqlx::query(&format!(
         "UPDATE {schema}.outbox SET xid = '1' WHERE topic = $1 AND xid > '1'"
     ))

@@ -9,7 +9,7 @@
 //!   before its time fails the benchmark.
 
 use super::drain::relayed::drain_beside;
-use super::parts::{relay_ready, NullSink};
+use super::parts::{relay_ready, until_none, NullSink};
 use super::report::{LatencyRow, LatencySection, Section, Spread};
 use super::Ctx;
 use crate::BenchError;
@@ -19,7 +19,7 @@ use postbox_relay::{Destination, OutboxEvent, Outcome, SinkError};
 use postbox_relay::{Relay, SentRows};
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 const NONE: &str = "relay → null sink, nothing scheduled";
@@ -140,22 +140,15 @@ async fn lateness(ctx: &Ctx) -> Result<(f64, f64, f64, f64), BenchError> {
     .bind(p.scheduled_due as i64)
     .execute(&ctx.pool)
     .await?;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let left: i64 = sqlx::query_scalar(&format!(
+    until_none(
+        &ctx.pool,
+        &format!(
             "SELECT (SELECT count(*) FROM {schema}.outbox_scheduled)
                   + (SELECT count(*) FROM {schema}.outbox WHERE sent_at IS NULL)"
-        ))
-        .fetch_one(&ctx.pool)
-        .await?;
-        if left == 0 {
-            break;
-        }
-        if Instant::now() > deadline {
-            return Err(format!("{left} scheduled events not delivered within 60 s").into());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        ),
+        "scheduled events not delivered",
+    )
+    .await?;
     let mut late = std::mem::take(&mut *stamps.0.lock().unwrap());
     late.sort_by(f64::total_cmp);
     if late.len() as u64 != p.scheduled_due {
