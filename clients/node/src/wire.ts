@@ -64,3 +64,27 @@ export const ENVELOPE_TIMESTAMP = "timestamp";
 
 /** Envelope field: the payload. */
 export const ENVELOPE_DATA = "data";
+
+/** CloudEvents (`format = "cloudevents"`): the spec version every event carries. */
+export const CE_SPECVERSION = "1.0";
+
+/** CloudEvents binary mode: the attribute prefix of HTTP headers, NATS headers, and (postbox's choice, as no binding exists) SQS and SNS message attributes and Redis Streams fields. */
+export const CE_PREFIX = "ce-";
+
+/** CloudEvents binary mode: the attribute prefix of Kafka headers. */
+export const CE_PREFIX_KAFKA = "ce_";
+
+/** CloudEvents binary mode: the attribute prefix of AMQP application properties (RabbitMQ headers). */
+export const CE_PREFIX_AMQP = "cloudEvents:";
+
+/** CloudEvents binary mode: the other AMQP prefix the binding allows (for JMS), read but never written. */
+export const CE_PREFIX_AMQP_JMS = "cloudEvents_";
+
+/** CloudEvents: the header (or field, or attribute) that carries the content type where the protocol has no property of its own for it. */
+export const CE_CONTENT_TYPE = "content-type";
+
+/** CloudEvents structured mode: the content type of a message that is one JSON-format event. */
+export const CE_STRUCTURED_CONTENT_TYPE = "application/cloudevents+json";
+
+/** CloudEvents: the `datacontenttype` of every event postbox writes (the outbox payload is JSON). */
+export const CE_DATA_CONTENT_TYPE = "application/json";

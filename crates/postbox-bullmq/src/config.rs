@@ -68,6 +68,11 @@ pub struct BullmqConfig {
     #[serde(with = "humantime_serde")]
     #[schemars(with = "postbox_relay::HumanDuration")]
     pub keep_completed: std::time::Duration,
+    /// `postbox` (job data = the payload, with `_postbox` and the trace
+    /// field beside its fields) or `cloudevents` (job data = the CloudEvents
+    /// 1.0 JSON-format event, the payload as its `data`; jobs carry no
+    /// headers, so structured mode is the only one).
+    pub format: postbox_relay::cloudevents::Format,
 }
 
 impl Default for BullmqConfig {
@@ -80,6 +85,7 @@ impl Default for BullmqConfig {
             trace_field: crate::TRACE_FIELD.into(),
             publish: PublishMode::Transaction,
             keep_completed: std::time::Duration::from_secs(3600),
+            format: Default::default(),
         }
     }
 }
@@ -96,11 +102,10 @@ impl postbox_relay::Section for BullmqConfig {
 impl postbox_relay::SinkConfig for BullmqConfig {
     type Sink = crate::BullmqSink;
 
-    fn sink(
-        self,
-        _relay: &postbox_relay::Config,
-    ) -> Result<Self::Sink, postbox_relay::ConfigError> {
-        crate::BullmqSink::new(self)
+    fn sink(self, relay: &postbox_relay::Config) -> Result<Self::Sink, postbox_relay::ConfigError> {
+        let structured = postbox_relay::cloudevents::Mode::Structured;
+        let ce = postbox_relay::cloudevents::CloudEvents::for_sink(self.format, structured, relay)?;
+        Ok(crate::BullmqSink::new(self)?.with_cloudevents(ce))
     }
 
     fn describe(&self) -> String {

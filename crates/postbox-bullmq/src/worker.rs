@@ -27,13 +27,24 @@ pub fn trace_context(job: &Job) -> Option<postbox::TraceContext> {
 /// outbox event id), topic = queue, name = job name, key and headers from
 /// the relay's `_postbox` field, payload = the job's data as JSON without
 /// the relay's fields; the trace field's context becomes the
-/// `traceparent`/`tracestate` headers.
+/// `traceparent`/`tracestate` headers. Job data that is a CloudEvent (an
+/// object with `specversion`) is read as one ([`postbox::cloudevents::read`]).
 pub fn message(queue: &str, job: &Job) -> Message {
     let mut msg = Message::new(job.id(), queue);
     msg.event = Some(job.name().to_owned());
     msg.source = format!("bullmq queue {queue} job {}", job.id());
-    let trace = trace_context(job);
     let data = job.data();
+    if data
+        .get("specversion")
+        .is_some_and(serde_json::Value::is_string)
+    {
+        // A CloudEvent (`bullmq.format = "cloudevents"`, or another
+        // producer's): the job data is the JSON-format event.
+        msg.payload = serde_json::to_vec(data).unwrap_or_default();
+        let structured = Some(postbox::wire::CE_STRUCTURED_CONTENT_TYPE);
+        return postbox::cloudevents::read(msg, structured);
+    }
+    let trace = trace_context(job);
     let meta = data
         .get(postbox::wire::BULLMQ_META_FIELD)
         .and_then(serde_json::Value::as_object);

@@ -37,6 +37,14 @@ pub struct KafkaConfig {
     /// ACLs, grant the relay's principal Write on TransactionalId with this
     /// prefix. Used with `publish = "transaction"`.
     pub transactional_id_prefix: String,
+    /// `postbox` (`postbox-*` headers, `value` as the value) or `cloudevents`
+    /// (CloudEvents 1.0 by its Kafka binding; `value` must then be left at
+    /// `payload`).
+    pub format: postbox_relay::cloudevents::Format,
+    /// With `format = "cloudevents"`: `binary` (attributes as `ce_*`
+    /// headers, the payload as the value) or `structured` (the whole event
+    /// as an `application/cloudevents+json` value).
+    pub cloudevents_mode: postbox_relay::cloudevents::Mode,
 }
 
 /// How the sink sends a batch.
@@ -84,6 +92,8 @@ impl Default for KafkaConfig {
             properties: BTreeMap::new(),
             publish: PublishMode::Transaction,
             transactional_id_prefix: "postbox".into(),
+            format: Default::default(),
+            cloudevents_mode: Default::default(),
         }
     }
 }
@@ -107,6 +117,8 @@ impl std::fmt::Debug for KafkaConfig {
             )
             .field("publish", &self.publish)
             .field("transactional_id_prefix", &self.transactional_id_prefix)
+            .field("format", &self.format)
+            .field("cloudevents_mode", &self.cloudevents_mode)
             .finish()
     }
 }
@@ -137,7 +149,12 @@ impl postbox_relay::SinkConfig for KafkaConfig {
     type Sink = crate::KafkaSink;
 
     fn sink(self, relay: &postbox_relay::Config) -> Result<Self::Sink, postbox_relay::ConfigError> {
-        crate::KafkaSink::new(self, relay.publish_timeout)
+        let ce = postbox_relay::cloudevents::CloudEvents::for_sink(
+            self.format,
+            self.cloudevents_mode,
+            relay,
+        )?;
+        Ok(crate::KafkaSink::new(self, relay.publish_timeout)?.with_cloudevents(ce))
     }
 
     fn client_timeout(&self) -> Option<(&'static str, std::time::Duration)> {
@@ -176,6 +193,14 @@ impl KafkaConfig {
             return err(
                 "kafka.transactional_id_prefix",
                 format!("{prefix:?}: use 1–200 characters of letters, digits, '.', '_' and '-'"),
+            );
+        }
+        if self.format == postbox_relay::cloudevents::Format::Cloudevents
+            && self.value == ValueFormat::Envelope
+        {
+            return err(
+                "kafka.value",
+                "\"envelope\" and format = \"cloudevents\" both say what the value is: leave value at \"payload\" (cloudevents_mode = \"structured\" sends the whole event as the value)".into(),
             );
         }
         if self.message_timeout < Duration::from_millis(100) {

@@ -55,7 +55,9 @@ pub fn consumer_config(brokers: &str, group: &str) -> rdkafka::ClientConfig {
 
 /// The Kafka message as a handler sees it: id = [`message_id`], topic, name
 /// = the `postbox-event` header, key and payload as delivered, every header
-/// whose value is UTF-8 (the relay's are), in order.
+/// whose value is UTF-8 (the relay's are), in order. A CloudEvent (`ce_*`
+/// headers, or an `application/cloudevents+json` value) is read as one
+/// ([`postbox::cloudevents::read`]).
 pub fn message(msg: &OwnedMessage) -> Message {
     let mut m = Message::new(message_id(msg), msg.topic());
     m.key = msg.key().map(|k| String::from_utf8_lossy(k).into_owned());
@@ -69,7 +71,7 @@ pub fn message(msg: &OwnedMessage) -> Message {
     }
     m.event = m.header(HEADER_EVENT).map(str::to_owned);
     m.source = format!("kafka {}/{}@{}", msg.topic(), msg.partition(), msg.offset());
-    m
+    postbox::cloudevents::read(m, None)
 }
 
 /// Consume from `kafka` (already subscribed) until `shutdown`, each message

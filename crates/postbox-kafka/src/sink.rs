@@ -13,6 +13,7 @@ use crate::config::PublishMode;
 use crate::encoding::{self, Outgoing};
 use crate::transactions::Transactions;
 use crate::KafkaConfig;
+use postbox_relay::cloudevents::CloudEvents;
 use postbox_relay::{
     Encoded, GroupOutcome, GroupPolicy, OutboxEvent, Reconnecting, Sink, SinkError,
 };
@@ -28,6 +29,7 @@ pub struct KafkaSink {
     producer: Reconnecting<FutureProducer>,
     topics: crate::topics::Topics,
     transactions: Transactions,
+    cloudevents: Option<CloudEvents>,
 }
 
 /// Fewest events of one key for a batch to go as a transaction: its
@@ -58,7 +60,15 @@ impl KafkaSink {
             producer: Reconnecting::new(),
             topics: Default::default(),
             transactions,
+            cloudevents: None,
         })
+    }
+
+    /// Write CloudEvents (`format = "cloudevents"`), or postbox's format
+    /// with `None` (what [`new`](Self::new) does).
+    pub fn with_cloudevents(mut self, writer: Option<CloudEvents>) -> Self {
+        self.cloudevents = writer;
+        self
     }
 
     /// The record for one encoded event.
@@ -66,7 +76,7 @@ impl KafkaSink {
         let e = m.event;
         let record = FutureRecord::<str, [u8]>::to(&m.message.topic)
             .payload(&m.message.value)
-            .headers(encoding::headers(e));
+            .headers(m.message.headers.clone());
         match e.key.as_deref() {
             Some(k) => record.key(k),
             None => record,
@@ -127,7 +137,7 @@ impl Sink for KafkaSink {
     }
 
     fn encode(&self, e: &OutboxEvent) -> Result<Outgoing, SinkError> {
-        encoding::record(&self.config, e)
+        encoding::record(&self.config, self.cloudevents.as_ref(), e)
     }
 
     async fn send_wave(&self, wave: Vec<Encoded<'_, Outgoing>>) -> Vec<Result<(), SinkError>> {

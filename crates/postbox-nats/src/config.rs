@@ -24,6 +24,13 @@ pub struct NatsConfig {
     pub ack_timeout: Duration,
     /// A `.creds` file (JWT and NKey seed) for servers with decentralised auth.
     pub credentials_file: Option<std::path::PathBuf>,
+    /// `postbox` (the `postbox-*` headers, the payload as the body) or
+    /// `cloudevents` (CloudEvents 1.0, by its NATS binding).
+    pub format: postbox_relay::cloudevents::Format,
+    /// With `format = "cloudevents"`: `binary` (attributes as `ce-*` headers, the payload as
+    /// the body) or `structured` (the whole event as an
+    /// `application/cloudevents+json` body).
+    pub cloudevents_mode: postbox_relay::cloudevents::Mode,
 }
 
 impl Default for NatsConfig {
@@ -34,6 +41,8 @@ impl Default for NatsConfig {
             topics: Default::default(),
             ack_timeout: Duration::from_secs(5),
             credentials_file: None,
+            format: Default::default(),
+            cloudevents_mode: Default::default(),
         }
     }
 }
@@ -45,11 +54,13 @@ impl postbox_relay::Section for NatsConfig {
 impl postbox_relay::SinkConfig for NatsConfig {
     type Sink = crate::NatsSink;
 
-    fn sink(
-        self,
-        _relay: &postbox_relay::Config,
-    ) -> Result<Self::Sink, postbox_relay::ConfigError> {
-        crate::NatsSink::new(self)
+    fn sink(self, relay: &postbox_relay::Config) -> Result<Self::Sink, postbox_relay::ConfigError> {
+        let ce = postbox_relay::cloudevents::CloudEvents::for_sink(
+            self.format,
+            self.cloudevents_mode,
+            relay,
+        )?;
+        Ok(crate::NatsSink::new(self)?.with_cloudevents(ce))
     }
 
     fn client_timeout(&self) -> Option<(&'static str, std::time::Duration)> {

@@ -69,7 +69,8 @@ pub fn message(m: &async_nats::jetstream::Message) -> Message {
         ),
         None => format!("nats subject {}", m.subject),
     };
-    msg
+    // A CloudEvent (`ce-*` headers, or a structured body) reads as one.
+    postbox::cloudevents::read(msg, None)
 }
 
 /// Consume `consumer` until `shutdown`, each message through `inbox` before

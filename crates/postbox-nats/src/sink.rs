@@ -13,6 +13,7 @@ use crate::{HEADER_EVENT, HEADER_KEY};
 use async_nats::connection::State;
 use async_nats::header::{HeaderMap, HeaderName, HeaderValue, NATS_MESSAGE_ID};
 use async_nats::jetstream::{self, context::PublishErrorKind};
+use postbox_relay::cloudevents::{Binding, CloudEvents};
 use postbox_relay::{Encoded, OutboxEvent, Reconnecting, Sink, SinkError};
 use std::str::FromStr;
 
@@ -28,6 +29,8 @@ pub struct Outgoing {
 pub struct NatsSink {
     config: NatsConfig,
     context: Reconnecting<jetstream::Context>,
+    /// `format = "cloudevents"`: the writer (set by the relay's config).
+    cloudevents: Option<CloudEvents>,
 }
 
 impl NatsSink {
@@ -37,7 +40,15 @@ impl NatsSink {
         Ok(NatsSink {
             config,
             context: Reconnecting::new(),
+            cloudevents: None,
         })
+    }
+
+    /// Write CloudEvents (`format = "cloudevents"`), or postbox's format
+    /// with `None` (what [`new`](Self::new) does).
+    pub fn with_cloudevents(mut self, writer: Option<CloudEvents>) -> Self {
+        self.cloudevents = writer;
+        self
     }
 
     async fn context(&self) -> Result<jetstream::Context, SinkError> {
@@ -122,18 +133,27 @@ impl Sink for NatsSink {
 
     fn encode(&self, e: &OutboxEvent) -> Result<Outgoing, SinkError> {
         let subject = self.config.subject_for(&e.topic, e.key.as_deref())?;
-        let payload = serde_json::to_vec(&e.payload)
-            .map_err(|err| SinkError::rejected(format!("payload is not serialisable: {err}")))?;
         let mut headers = HeaderMap::new();
         headers.insert(NATS_MESSAGE_ID, e.event_id.to_string().as_str());
-        header(&mut headers, HEADER_EVENT, &e.event)?;
-        if let Some(key) = &e.key {
-            header(&mut headers, HEADER_KEY, key)?;
-        }
-        // The one rule every sink forwards headers by (bad trace context dropped).
-        for (name, text) in postbox_relay::headers::forwarded(e) {
-            header(&mut headers, name, &text)?;
-        }
+        let payload = if let Some(ce) = &self.cloudevents {
+            // The NATS binding: `ce-*` headers and `content-type`, or the
+            // JSON event as the body.
+            let wire = ce.wire(e, Binding::Http)?;
+            for (name, text) in &wire.headers {
+                header(&mut headers, name, text)?;
+            }
+            wire.body
+        } else {
+            header(&mut headers, HEADER_EVENT, &e.event)?;
+            if let Some(key) = &e.key {
+                header(&mut headers, HEADER_KEY, key)?;
+            }
+            // The one rule every sink forwards headers by (bad trace context dropped).
+            for (name, text) in postbox_relay::headers::forwarded(e) {
+                header(&mut headers, name, &text)?;
+            }
+            serde_json::to_vec(&e.payload).expect("JSON values serialise")
+        };
         Ok(Outgoing {
             subject,
             headers,

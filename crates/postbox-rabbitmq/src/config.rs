@@ -28,6 +28,13 @@ pub struct RabbitmqConfig {
     /// bound with `#`. Off by default: postbox declares nothing you did not
     /// ask for, and an event for an exchange that does not exist is refused.
     pub declare: bool,
+    /// `postbox` (the `postbox-*` header and the `type` property, the payload as the body) or
+    /// `cloudevents` (CloudEvents 1.0, by its AMQP binding).
+    pub format: postbox_relay::cloudevents::Format,
+    /// With `format = "cloudevents"`: `binary` (attributes as `cloudEvents:*` headers, the payload as
+    /// the body) or `structured` (the whole event as an
+    /// `application/cloudevents+json` body).
+    pub cloudevents_mode: postbox_relay::cloudevents::Mode,
 }
 
 /// Where the routing key comes from.
@@ -62,6 +69,8 @@ impl Default for RabbitmqConfig {
             topics: BTreeMap::new(),
             max_message_bytes: 16 * 1024 * 1024,
             declare: false,
+            format: Default::default(),
+            cloudevents_mode: Default::default(),
         }
     }
 }
@@ -75,6 +84,8 @@ impl std::fmt::Debug for RabbitmqConfig {
             .field("topics", &self.topics)
             .field("max_message_bytes", &self.max_message_bytes)
             .field("declare", &self.declare)
+            .field("format", &self.format)
+            .field("cloudevents_mode", &self.cloudevents_mode)
             .finish()
     }
 }
@@ -86,11 +97,13 @@ impl postbox_relay::Section for RabbitmqConfig {
 impl postbox_relay::SinkConfig for RabbitmqConfig {
     type Sink = crate::RabbitmqSink;
 
-    fn sink(
-        self,
-        _relay: &postbox_relay::Config,
-    ) -> Result<Self::Sink, postbox_relay::ConfigError> {
-        crate::RabbitmqSink::new(self)
+    fn sink(self, relay: &postbox_relay::Config) -> Result<Self::Sink, postbox_relay::ConfigError> {
+        let ce = postbox_relay::cloudevents::CloudEvents::for_sink(
+            self.format,
+            self.cloudevents_mode,
+            relay,
+        )?;
+        Ok(crate::RabbitmqSink::new(self)?.with_cloudevents(ce))
     }
 
     fn describe(&self) -> String {

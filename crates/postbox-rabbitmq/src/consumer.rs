@@ -47,7 +47,8 @@ impl Default for ConsumerOptions {
 /// relay sets it to the outbox event id; other producers should too, or the
 /// inbox cannot recognise a redelivery), name = the `type` property, key =
 /// the `postbox-key` header, payload = the body, every header with a text
-/// value.
+/// value. A CloudEvent (AMQP binding, either mode) is read as one
+/// ([`postbox::cloudevents::read`]).
 pub fn message(queue: &str, d: &Delivery) -> Message {
     let id = d
         .properties
@@ -68,7 +69,9 @@ pub fn message(queue: &str, d: &Delivery) -> Message {
         d.routing_key.as_str(),
         if d.redelivered { ", redelivered" } else { "" }
     );
-    m
+    // A CloudEvent (`cloudEvents:*` headers, or a structured body) reads as one.
+    let content_type = d.properties.content_type().as_ref().map(|c| c.as_str());
+    postbox::cloudevents::read(m, content_type)
 }
 
 fn text_headers(table: &FieldTable) -> Vec<(String, String)> {

@@ -39,6 +39,15 @@ pub struct RedisStreamsConfig {
     /// How a batch with keys more than one event deep is sent: `script`
     /// (one round trip) or `waves` (one per event of the deepest key).
     pub publish: PublishMode,
+    /// `postbox` (fields `id`, `event`, `key`, `headers` and `payload`) or
+    /// `cloudevents` (CloudEvents 1.0; no binding exists for Redis Streams:
+    /// fields named as HTTP's binding names headers).
+    pub format: postbox_relay::cloudevents::Format,
+    /// With `format = "cloudevents"`: `binary` (attributes as `ce-*`
+    /// fields, `content-type`, the payload in field `payload`) or
+    /// `structured` (`content-type` = `application/cloudevents+json`, the
+    /// whole event in field `payload`).
+    pub cloudevents_mode: postbox_relay::cloudevents::Mode,
 }
 
 impl Default for RedisStreamsConfig {
@@ -49,6 +58,8 @@ impl Default for RedisStreamsConfig {
             topics: Default::default(),
             maxlen: None,
             publish: PublishMode::default(),
+            format: Default::default(),
+            cloudevents_mode: Default::default(),
         }
     }
 }
@@ -61,6 +72,8 @@ impl std::fmt::Debug for RedisStreamsConfig {
             .field("topics", &self.topics)
             .field("maxlen", &self.maxlen)
             .field("publish", &self.publish)
+            .field("format", &self.format)
+            .field("cloudevents_mode", &self.cloudevents_mode)
             .finish()
     }
 }
@@ -72,11 +85,13 @@ impl postbox_relay::Section for RedisStreamsConfig {
 impl postbox_relay::SinkConfig for RedisStreamsConfig {
     type Sink = crate::RedisStreamsSink;
 
-    fn sink(
-        self,
-        _relay: &postbox_relay::Config,
-    ) -> Result<Self::Sink, postbox_relay::ConfigError> {
-        crate::RedisStreamsSink::new(self)
+    fn sink(self, relay: &postbox_relay::Config) -> Result<Self::Sink, postbox_relay::ConfigError> {
+        let ce = postbox_relay::cloudevents::CloudEvents::for_sink(
+            self.format,
+            self.cloudevents_mode,
+            relay,
+        )?;
+        Ok(crate::RedisStreamsSink::new(self)?.with_cloudevents(ce))
     }
 
     fn describe(&self) -> String {

@@ -53,7 +53,8 @@ impl ConsumerOptions {
 /// The entry as a handler sees it: id = field `id` (the relay sets it to
 /// the event id; else `stream/entry-id`), topic = the stream, name = field
 /// `event`, key = field `key`, payload = field `payload`, headers = the
-/// `headers` field's JSON object.
+/// `headers` field's JSON object. An entry with CloudEvents fields (`ce-*`,
+/// `content-type`) is read as a CloudEvent ([`postbox::cloudevents::read`]).
 pub fn message(stream: &str, entry: &StreamId) -> Message {
     let field = |name: &str| -> Option<String> {
         entry
@@ -75,8 +76,17 @@ pub fn message(stream: &str, entry: &StreamId) -> Message {
             }
         }
     }
+    // CloudEvents fields (`ce-*`, `content-type`) join the headers, and
+    // the message is read as the CloudEvent it then carries.
+    for name in entry.map.keys() {
+        let ce =
+            name.starts_with(postbox::wire::CE_PREFIX) || name == postbox::wire::CE_CONTENT_TYPE;
+        if let (true, Some(text)) = (ce, field(name)) {
+            msg.headers.push((name.clone(), text));
+        }
+    }
     msg.source = format!("redis stream {stream} entry {}", entry.id);
-    msg
+    postbox::cloudevents::read(msg, None)
 }
 
 /// Consume `stream` as `options.consumer` of `options.group` until

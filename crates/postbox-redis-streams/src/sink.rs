@@ -18,10 +18,12 @@
 
 use crate::config::{PublishMode, RedisStreamsConfig};
 use crate::{FIELD_EVENT, FIELD_HEADERS, FIELD_ID, FIELD_KEY, FIELD_PAYLOAD};
+use postbox_relay::cloudevents::{Binding, CloudEvents};
 use postbox_relay::{
     Encoded, GroupOutcome, GroupPolicy, OutboxEvent, Reconnecting, Sink, SinkError,
 };
 use redis::aio::MultiplexedConnection;
+use std::borrow::Cow;
 
 /// Fewest events of one key for a batch to go as one script: with one event
 /// per key, a batch is one wave, one pipeline, already one round trip.
@@ -31,7 +33,7 @@ const GROUP_MIN_DEPTH: usize = 2;
 #[derive(Debug)]
 pub struct Outgoing {
     stream: String,
-    fields: Vec<(&'static str, String)>,
+    fields: Vec<(Cow<'static, str>, String)>,
 }
 
 /// Appends outbox events to Redis streams.
@@ -41,6 +43,8 @@ pub struct RedisStreamsSink {
     connection: Reconnecting<MultiplexedConnection>,
     /// `append_all.lua`, sent by its SHA1 (loaded again after a Redis restart).
     append_all: redis::Script,
+    /// `format = "cloudevents"`: the writer (set by the relay's config).
+    cloudevents: Option<CloudEvents>,
 }
 
 impl RedisStreamsSink {
@@ -57,7 +61,15 @@ impl RedisStreamsSink {
             client,
             connection: Reconnecting::new(),
             append_all: redis::Script::new(include_str!("append_all.lua")),
+            cloudevents: None,
         })
+    }
+
+    /// Write CloudEvents (`format = "cloudevents"`), or postbox's format
+    /// with `None` (what [`new`](Self::new) does).
+    pub fn with_cloudevents(mut self, writer: Option<CloudEvents>) -> Self {
+        self.cloudevents = writer;
+        self
     }
 
     async fn connection(&self) -> Result<MultiplexedConnection, SinkError> {
@@ -110,27 +122,32 @@ impl Sink for RedisStreamsSink {
     }
 
     fn encode(&self, e: &OutboxEvent) -> Result<Outgoing, SinkError> {
-        let payload = serde_json::to_string(&e.payload)
-            .map_err(|err| SinkError::rejected(format!("payload is not serialisable: {err}")))?;
-        let mut fields = vec![
-            (FIELD_ID, e.event_id.to_string()),
-            (FIELD_EVENT, e.event.clone()),
-        ];
-        if let Some(key) = &e.key {
-            fields.push((FIELD_KEY, key.clone()));
-        }
-        fields.push((FIELD_PAYLOAD, payload));
-        // The one rule every sink forwards headers by (bad trace context dropped).
-        let headers: serde_json::Map<String, serde_json::Value> =
-            postbox_relay::headers::forwarded(e)
-                .into_iter()
-                .map(|(name, text)| (name.to_owned(), serde_json::Value::String(text)))
-                .collect();
-        if !headers.is_empty() {
-            fields.push((
-                FIELD_HEADERS,
-                serde_json::Value::Object(headers).to_string(),
-            ));
+        let mut fields: Vec<(Cow<'static, str>, String)> = Vec::new();
+        if let Some(ce) = &self.cloudevents {
+            // No binding exists for Redis Streams: the attributes are fields
+            // named as HTTP names its headers, the body is field `payload`.
+            let wire = ce.wire(e, Binding::Http)?;
+            fields.extend(wire.headers.into_iter().map(|(n, v)| (n.into(), v)));
+            let body = String::from_utf8(wire.body).expect("JSON is UTF-8");
+            fields.push((FIELD_PAYLOAD.into(), body));
+        } else {
+            fields.push((FIELD_ID.into(), e.event_id.to_string()));
+            fields.push((FIELD_EVENT.into(), e.event.clone()));
+            if let Some(key) = &e.key {
+                fields.push((FIELD_KEY.into(), key.clone()));
+            }
+            let payload = serde_json::to_string(&e.payload).expect("JSON values serialise");
+            fields.push((FIELD_PAYLOAD.into(), payload));
+            // The one rule every sink forwards headers by (bad trace context dropped).
+            let headers: serde_json::Map<String, serde_json::Value> =
+                postbox_relay::headers::forwarded(e)
+                    .into_iter()
+                    .map(|(name, text)| (name.to_owned(), serde_json::Value::String(text)))
+                    .collect();
+            if !headers.is_empty() {
+                let headers = serde_json::Value::Object(headers).to_string();
+                fields.push((FIELD_HEADERS.into(), headers));
+            }
         }
         Ok(Outgoing {
             stream: self.config.stream_for(&e.topic)?,
@@ -151,7 +168,7 @@ impl Sink for RedisStreamsSink {
             }
             cmd.arg("*");
             for (name, value) in &m.message.fields {
-                cmd.arg(*name).arg(value);
+                cmd.arg(name.as_ref()).arg(value);
             }
         }
         let answers: Vec<redis::RedisResult<String>> =
@@ -195,7 +212,7 @@ impl Sink for RedisStreamsSink {
         for m in &group {
             script.arg(m.message.fields.len());
             for (name, value) in &m.message.fields {
-                script.arg(*name).arg(value);
+                script.arg(name.as_ref()).arg(value);
             }
         }
         match script.invoke_async::<usize>(&mut connection).await {

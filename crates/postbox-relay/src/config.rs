@@ -127,6 +127,10 @@ pub struct Config {
     #[serde(with = "humantime_serde")]
     #[schemars(with = "crate::HumanDuration")]
     pub stats_interval: Duration,
+    /// The CloudEvents `source` of every event of sinks with
+    /// `format = "cloudevents"`: a URI reference in which `{database}` and
+    /// `{schema}` stand for the outbox's database and schema.
+    pub cloudevents_source: String,
 }
 
 impl crate::Section for Config {
@@ -177,6 +181,7 @@ impl Default for Config {
             maintenance_interval: Duration::from_secs(30),
             retention_batch: 1000,
             stats_interval: Duration::from_secs(5),
+            cloudevents_source: "//postbox/{database}/{schema}".into(),
         }
     }
 }
@@ -237,6 +242,23 @@ impl Config {
         self.database_url.expose().parse()
     }
 
+    /// `cloudevents_source`, checked, with `{database}` filled in (the
+    /// database `database_url` names, else its user's, as libpq defaults).
+    pub fn cloudevents_source(&self) -> Result<String, ConfigError> {
+        let options = self.servers().map(|s| s.options()).ok();
+        let database = options
+            .as_ref()
+            .and_then(|o| o.get_database().or(Some(o.get_username())))
+            .unwrap_or_default()
+            .to_owned();
+        crate::cloudevents::source(&self.cloudevents_source, &database).map_err(|reason| {
+            ConfigError {
+                field: "cloudevents_source",
+                reason,
+            }
+        })
+    }
+
     /// Check every field; returns the validated schema names.
     pub fn validate(&self) -> Result<Vec<SchemaName>, ConfigError> {
         let err = |field, reason: String| Err(ConfigError { field, reason });
@@ -260,6 +282,7 @@ impl Config {
         if let Err(e) = self.servers() {
             return err("database_url", e.to_string());
         }
+        self.cloudevents_source()?;
         if self.schemas.is_empty() {
             return err("schemas", "empty: name at least one schema".into());
         }

@@ -11,6 +11,7 @@
 #![warn(missing_docs)]
 
 mod broker_watch;
+pub mod cloudevents;
 mod config;
 mod delivery;
 mod failpoint;

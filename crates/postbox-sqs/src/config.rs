@@ -19,6 +19,15 @@ pub struct SqsConfig {
     pub region: Option<String>,
     /// Endpoint instead of AWS's (a local SQS-compatible server, a VPC endpoint).
     pub endpoint_url: Option<String>,
+    /// `postbox` (the `postbox-*` message attributes, the payload as the
+    /// body) or `cloudevents` (CloudEvents 1.0; no binding exists for SQS:
+    /// message attributes named as HTTP's binding names headers).
+    pub format: postbox_relay::cloudevents::Format,
+    /// With `format = "cloudevents"`: `binary` (attributes as `ce-*` message
+    /// attributes and `content-type`, `partitionkey` left to the FIFO group;
+    /// at most 10 attributes in all) or `structured` (the whole event as
+    /// the body, `content-type` = `application/cloudevents+json`).
+    pub cloudevents_mode: postbox_relay::cloudevents::Mode,
 }
 
 /// Amazon SNS sink settings (`[sns]` in the config file).
@@ -36,6 +45,15 @@ pub struct SnsConfig {
     pub region: Option<String>,
     /// Endpoint instead of AWS's (a local SNS-compatible server, a VPC endpoint).
     pub endpoint_url: Option<String>,
+    /// `postbox` (the `postbox-*` message attributes, the payload as the
+    /// body) or `cloudevents` (CloudEvents 1.0; no binding exists for SNS:
+    /// message attributes named as HTTP's binding names headers).
+    pub format: postbox_relay::cloudevents::Format,
+    /// With `format = "cloudevents"`: `binary` (attributes as `ce-*` message
+    /// attributes and `content-type`, `partitionkey` left to the FIFO group;
+    /// at most 10 attributes in all) or `structured` (the whole event as
+    /// the body, `content-type` = `application/cloudevents+json`).
+    pub cloudevents_mode: postbox_relay::cloudevents::Mode,
 }
 
 impl postbox_relay::Section for SqsConfig {
@@ -49,11 +67,13 @@ impl postbox_relay::Section for SnsConfig {
 impl postbox_relay::SinkConfig for SqsConfig {
     type Sink = crate::SqsSink;
 
-    fn sink(
-        self,
-        _relay: &postbox_relay::Config,
-    ) -> Result<Self::Sink, postbox_relay::ConfigError> {
-        crate::SqsSink::new(self)
+    fn sink(self, relay: &postbox_relay::Config) -> Result<Self::Sink, postbox_relay::ConfigError> {
+        let ce = postbox_relay::cloudevents::CloudEvents::for_sink(
+            self.format,
+            self.cloudevents_mode,
+            relay,
+        )?;
+        Ok(crate::SqsSink::new(self)?.with_cloudevents(ce))
     }
 
     fn describe(&self) -> String {
@@ -64,11 +84,13 @@ impl postbox_relay::SinkConfig for SqsConfig {
 impl postbox_relay::SinkConfig for SnsConfig {
     type Sink = crate::SnsSink;
 
-    fn sink(
-        self,
-        _relay: &postbox_relay::Config,
-    ) -> Result<Self::Sink, postbox_relay::ConfigError> {
-        crate::SnsSink::new(self)
+    fn sink(self, relay: &postbox_relay::Config) -> Result<Self::Sink, postbox_relay::ConfigError> {
+        let ce = postbox_relay::cloudevents::CloudEvents::for_sink(
+            self.format,
+            self.cloudevents_mode,
+            relay,
+        )?;
+        Ok(crate::SnsSink::new(self)?.with_cloudevents(ce))
     }
 
     fn describe(&self) -> String {

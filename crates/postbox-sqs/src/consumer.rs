@@ -68,13 +68,22 @@ pub fn message(queue_url: &str, m: &aws_sdk_sqs::types::Message) -> Message {
             }
         }
     }
+    // CloudEvents attributes (`ce-*`, `content-type`) join the headers, and
+    // the message is read as the CloudEvent it then carries.
+    for (name, value) in m.message_attributes().into_iter().flatten() {
+        let ce =
+            name.starts_with(postbox::wire::CE_PREFIX) || name == postbox::wire::CE_CONTENT_TYPE;
+        if let (true, Some(text)) = (ce, value.string_value()) {
+            msg.headers.push((name.clone(), text.to_owned()));
+        }
+    }
     msg.source = format!(
         "sqs {queue} message {} (receive {})",
         m.message_id().unwrap_or("?"),
         system(aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount)
             .unwrap_or_else(|| "?".into())
     );
-    msg
+    postbox::cloudevents::read(msg, None)
 }
 
 /// Consume `queue_url` until `shutdown`, each message through `inbox` before

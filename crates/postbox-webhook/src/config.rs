@@ -34,6 +34,14 @@ pub struct WebhookConfig {
     /// Redirects: `none`, `same_host` (followed only within the URL's own
     /// host) or `any`.
     pub redirects: Redirects,
+    /// `postbox` (the `postbox-*` headers, `body` as the body) or
+    /// `cloudevents` (CloudEvents 1.0 by its HTTP binding; `body` must then be
+    /// left at `payload`).
+    pub format: postbox_relay::cloudevents::Format,
+    /// With `format = "cloudevents"`: `binary` (attributes as `ce-*`
+    /// headers, the payload as the body) or `structured` (the whole event as
+    /// an `application/cloudevents+json` body).
+    pub cloudevents_mode: postbox_relay::cloudevents::Mode,
 }
 
 /// What a request's body is.
@@ -76,6 +84,8 @@ impl Default for WebhookConfig {
             concurrency: 16,
             ca_file: None,
             redirects: Redirects::SameHost,
+            format: Default::default(),
+            cloudevents_mode: Default::default(),
         }
     }
 }
@@ -91,6 +101,8 @@ impl std::fmt::Debug for WebhookConfig {
             .field("concurrency", &self.concurrency)
             .field("ca_file", &self.ca_file)
             .field("redirects", &self.redirects)
+            .field("format", &self.format)
+            .field("cloudevents_mode", &self.cloudevents_mode)
             .finish()
     }
 }
@@ -102,11 +114,13 @@ impl postbox_relay::Section for WebhookConfig {
 impl postbox_relay::SinkConfig for WebhookConfig {
     type Sink = crate::WebhookSink;
 
-    fn sink(
-        self,
-        _relay: &postbox_relay::Config,
-    ) -> Result<Self::Sink, postbox_relay::ConfigError> {
-        crate::WebhookSink::new(self)
+    fn sink(self, relay: &postbox_relay::Config) -> Result<Self::Sink, postbox_relay::ConfigError> {
+        let ce = postbox_relay::cloudevents::CloudEvents::for_sink(
+            self.format,
+            self.cloudevents_mode,
+            relay,
+        )?;
+        Ok(crate::WebhookSink::new(self)?.with_cloudevents(ce))
     }
 
     fn client_timeout(&self) -> Option<(&'static str, std::time::Duration)> {
@@ -133,6 +147,14 @@ impl WebhookConfig {
             if let Err(e) = crate::SigningKey::from_secret(s.expose()) {
                 return err("webhook.secrets", e.to_string());
             }
+        }
+        if self.format == postbox_relay::cloudevents::Format::Cloudevents
+            && self.body == BodyFormat::Envelope
+        {
+            return err(
+                "webhook.body",
+                "\"envelope\" and format = \"cloudevents\" both say what the body is: leave body at \"payload\" (cloudevents_mode = \"structured\" sends the whole event as the body)".into(),
+            );
         }
         if self.concurrency == 0 {
             return err("webhook.concurrency", "must be at least 1".into());

@@ -99,7 +99,9 @@ impl Verifier {
     /// The request as the inbox sees it, once verified: id = `webhook-id`,
     /// topic, name and key from the `postbox-*` headers, payload = the body,
     /// headers = the request's own (trace context included), without the
-    /// signature's.
+    /// signature's. A CloudEvent (`ce-*` headers, or an
+    /// `application/cloudevents+json` body) is read as one
+    /// ([`postbox::cloudevents::read`]).
     pub fn message(&self, headers: &HeaderMap, body: &[u8]) -> Result<Message, VerifyError> {
         self.verify(headers, body)?;
         let id = text(headers, HEADER_ID)?;
@@ -118,7 +120,12 @@ impl Verifier {
             }
         }
         msg.source = format!("webhook {id}");
-        Ok(msg)
+        // A CloudEvent (HTTP binding, either mode) reads as one.
+        let content_type = headers.get(http::header::CONTENT_TYPE);
+        Ok(postbox::cloudevents::read(
+            msg,
+            content_type.and_then(|v| v.to_str().ok()),
+        ))
     }
 }
 

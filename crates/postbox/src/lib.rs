@@ -19,6 +19,7 @@
 #![warn(missing_docs)]
 
 mod backoff;
+pub mod cloudevents;
 pub mod consume;
 mod error;
 mod ident;

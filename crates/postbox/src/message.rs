@@ -72,6 +72,14 @@ impl Message {
         Some(tc)
     }
 
+    /// A CloudEvents attribute (`source`, `time`, `subject`, an extension…)
+    /// of a message that came as a CloudEvent, in either content mode
+    /// ([`cloudevents::read`](crate::cloudevents::read)).
+    pub fn cloudevent(&self, attribute: &str) -> Option<&str> {
+        let name = format!("{}{attribute}", crate::wire::CE_PREFIX);
+        self.header(&name)
+    }
+
     /// The event type, or `""` when the broker carried none.
     pub fn event(&self) -> &str {
         self.event.as_deref().unwrap_or_default()

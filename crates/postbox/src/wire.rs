@@ -59,6 +59,30 @@ pub const ENVELOPE_TIMESTAMP: &str = "timestamp";
 /// Envelope field: the payload.
 pub const ENVELOPE_DATA: &str = "data";
 
+/// CloudEvents (`format = "cloudevents"`): the spec version every event carries.
+pub const CE_SPECVERSION: &str = "1.0";
+/// CloudEvents binary mode: the attribute prefix of HTTP headers, NATS
+/// headers, and (postbox's choice, as no binding exists) SQS and SNS message
+/// attributes and Redis Streams fields.
+pub const CE_PREFIX: &str = "ce-";
+/// CloudEvents binary mode: the attribute prefix of Kafka headers.
+pub const CE_PREFIX_KAFKA: &str = "ce_";
+/// CloudEvents binary mode: the attribute prefix of AMQP application
+/// properties (RabbitMQ headers).
+pub const CE_PREFIX_AMQP: &str = "cloudEvents:";
+/// CloudEvents binary mode: the other AMQP prefix the binding allows (for
+/// JMS), read but never written.
+pub const CE_PREFIX_AMQP_JMS: &str = "cloudEvents_";
+/// CloudEvents: the header (or field, or attribute) that carries the content
+/// type where the protocol has no property of its own for it.
+pub const CE_CONTENT_TYPE: &str = "content-type";
+/// CloudEvents structured mode: the content type of a message that is one
+/// JSON-format event.
+pub const CE_STRUCTURED_CONTENT_TYPE: &str = "application/cloudevents+json";
+/// CloudEvents: the `datacontenttype` of every event postbox writes (the
+/// outbox payload is JSON).
+pub const CE_DATA_CONTENT_TYPE: &str = "application/json";
+
 /// The one envelope every sink that offers one writes: the payload with the
 /// event's id, type, key and time beside it, in the shape Standard Webhooks
 /// recommends (`type`, `timestamp`, `data`) with the id and key added.

@@ -14,6 +14,7 @@ use bullmq::redis_connection::RedisConnection;
 use bullmq::{
     options::RedisConnectionOptions, FlowJob, FlowProducer, JobOptions, Queue, QueueOptions,
 };
+use postbox_relay::cloudevents::CloudEvents;
 use postbox_relay::{
     Encoded, GroupOutcome, GroupPolicy, OutboxEvent, Reconnecting, Sink, SinkError,
 };
@@ -55,6 +56,8 @@ pub struct BullmqSink {
     queues: Mutex<HashMap<String, Arc<Queue>>>,
     /// The crate's atomic bulk adder, on the same connection (opened with it).
     flow: Reconnecting<Arc<FlowProducer>>,
+    /// `format = "cloudevents"`: the writer (set by the relay's config).
+    cloudevents: Option<CloudEvents>,
 }
 
 impl BullmqSink {
@@ -76,7 +79,16 @@ impl BullmqSink {
             conn: Reconnecting::new(),
             queues: Mutex::new(HashMap::new()),
             flow: Reconnecting::new(),
+            cloudevents: None,
         })
+    }
+
+    /// Write CloudEvents (`format = "cloudevents"`, structured: the event
+    /// is the job data), or postbox's format with `None` (what
+    /// [`new`](Self::new) does).
+    pub fn with_cloudevents(mut self, writer: Option<CloudEvents>) -> Self {
+        self.cloudevents = writer;
+        self
     }
 
     async fn connection(&self) -> Result<RedisConnection, SinkError> {
@@ -134,17 +146,29 @@ impl BullmqSink {
                 e.topic
             )));
         }
-        if self.config.payload == PayloadPolicy::Object && !e.payload.is_object() {
-            return Err(SinkError::rejected(format!(
-                "payload is {}, but BullMQ job data must be a JSON object (set bullmq.payload = \"any\" to allow it)",
-                kind(&e.payload)
-            )));
-        }
-        let data = match &e.payload {
-            Value::Object(map) => self.extended(e, map)?,
-            // Nothing can go beside a payload that is not an object
-            // (`payload = "any"`): it travels alone, as documented.
-            _ => JobData::Payload,
+        let data = if let Some(ce) = &self.cloudevents {
+            // Jobs have no headers: the JSON-format event is the job data
+            // (structured mode), whatever the payload.
+            let event = ce.event(e)?;
+            if let Some((name, _)) = event.headers().first() {
+                return Err(SinkError::rejected(format!(
+                    "header {name:?} is not a CloudEvents attribute name (a-z, 0-9, at most 20) and a BullMQ job has nowhere else to carry it: rename it, or use bullmq.format = \"postbox\""
+                )));
+            }
+            JobData::Extended(event.to_json())
+        } else {
+            if self.config.payload == PayloadPolicy::Object && !e.payload.is_object() {
+                return Err(SinkError::rejected(format!(
+                    "payload is {}, but BullMQ job data must be a JSON object (set bullmq.payload = \"any\" to allow it)",
+                    kind(&e.payload)
+                )));
+            }
+            match &e.payload {
+                Value::Object(map) => self.extended(e, map)?,
+                // Nothing can go beside a payload that is not an object
+                // (`payload = "any"`): it travels alone, as documented.
+                _ => JobData::Payload,
+            }
         };
         // Counted, not buffered: the crate serialises the data again to send it.
         let mut size = ByteCount(0);

@@ -136,3 +136,45 @@ fn any_other_error_is_transient() {
         assert!(classify(e, "adding job").is_transient(), "{shown}");
     }
 }
+
+/// `format = "cloudevents"`: the job data is the JSON-format event whatever
+/// the payload; a header no CloudEvents attribute may be named as has
+/// nowhere to go on a job, and is refused by name.
+#[test]
+fn cloudevents_job_data_is_the_event_and_odd_headers_are_refused() {
+    let relay = postbox_relay::Config {
+        database_url: postbox_relay::Secret::new("postgres://h/shop"),
+        ..Default::default()
+    };
+    let config = BullmqConfig {
+        format: postbox_relay::cloudevents::Format::Cloudevents,
+        ..Default::default()
+    };
+    let sink = postbox_relay::SinkConfig::sink(config, &relay).unwrap();
+    let mut e = OutboxEvent {
+        id: 1,
+        event_id: postbox::sqlx::types::Uuid::new_v4(),
+        topic: "orders".into(),
+        event: "created".into(),
+        key: Some("k".into()),
+        payload: serde_json::json!([1, 2]),
+        headers: serde_json::json!({"tenant": "acme"}),
+        attempts: 0,
+        created_at: chrono::Utc::now(),
+        schema: "s".into(),
+    };
+    let data = match sink.job_data(&e).unwrap() {
+        JobData::Extended(v) => v,
+        JobData::Payload => panic!("the event, not the payload"),
+    };
+    assert_eq!(data["specversion"], "1.0");
+    assert_eq!(data["source"], "//postbox/shop/s");
+    assert_eq!(data["data"], serde_json::json!([1, 2]));
+    assert_eq!(data["tenant"], "acme");
+    e.headers = serde_json::json!({"X-Tenant": "acme"});
+    let err = sink.job_data(&e).err().expect("refused");
+    assert!(
+        err.is_rejected() && err.to_string().contains("\"X-Tenant\""),
+        "{err}"
+    );
+}

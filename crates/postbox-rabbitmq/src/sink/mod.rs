@@ -15,6 +15,8 @@ use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{
     BasicProperties, Channel, Confirmation, Connection, ConnectionProperties, ExchangeKind,
 };
+use postbox::wire::CE_CONTENT_TYPE;
+use postbox_relay::cloudevents::{Binding, CloudEvents};
 use postbox_relay::{Encoded, OutboxEvent, Reconnecting, Sink, SinkError};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -43,6 +45,8 @@ pub struct RabbitmqSink {
     idle: std::sync::Mutex<Vec<Channel>>,
     /// Exchanges seen to exist (or declared), and missing ones with when.
     exchanges: std::sync::Mutex<HashMap<String, Option<Instant>>>,
+    /// `format = "cloudevents"`: the writer (set by the relay's config).
+    cloudevents: Option<CloudEvents>,
 }
 
 impl RabbitmqSink {
@@ -55,7 +59,15 @@ impl RabbitmqSink {
             connection: Reconnecting::new(),
             idle: Default::default(),
             exchanges: Default::default(),
+            cloudevents: None,
         })
+    }
+
+    /// Write CloudEvents (`format = "cloudevents"`), or postbox's format
+    /// with `None` (what [`new`](Self::new) does).
+    pub fn with_cloudevents(mut self, writer: Option<CloudEvents>) -> Self {
+        self.cloudevents = writer;
+        self
     }
 
     /// A publishing channel (confirms on) for one wave, connecting afresh
@@ -219,36 +231,52 @@ impl Sink for RabbitmqSink {
     }
 
     fn encode(&self, e: &OutboxEvent) -> Result<Outgoing, SinkError> {
-        let body = serde_json::to_vec(&e.payload)
-            .map_err(|err| SinkError::rejected(format!("payload is not serialisable: {err}")))?;
+        let mut headers = FieldTable::default();
+        let mut text_header = |name: &str, text: &str| -> Result<(), SinkError> {
+            headers.insert(
+                short(name, &format!("header name {name:?}"))?,
+                AMQPValue::LongString(LongString::from(text)),
+            );
+            Ok(())
+        };
+        let mut content_type = "application/json".to_owned();
+        let body = if let Some(ce) = &self.cloudevents {
+            // The AMQP binding: `cloudEvents:*` application properties (here
+            // headers) and the content-type property, or the JSON event as
+            // the body.
+            let wire = ce.wire(e, Binding::Amqp)?;
+            for (name, text) in wire.headers {
+                if name == CE_CONTENT_TYPE {
+                    content_type = text;
+                } else {
+                    text_header(&name, &text)?;
+                }
+            }
+            wire.body
+        } else {
+            // The one rule every sink forwards headers by (bad trace context dropped).
+            for (name, text) in postbox_relay::headers::forwarded(e) {
+                text_header(name, &text)?;
+            }
+            if let Some(key) = &e.key {
+                text_header(HEADER_KEY, key)?;
+            }
+            serde_json::to_vec(&e.payload).expect("JSON values serialise")
+        };
         if body.len() > self.config.max_message_bytes {
             return Err(SinkError::rejected(format!(
-                "payload is {} bytes, more than rabbitmq.max_message_bytes ({}); shrink the event or raise the limit (and the server's max_message_size)",
+                "message body is {} bytes, more than rabbitmq.max_message_bytes ({}); shrink the event or raise the limit (and the server's max_message_size)",
                 body.len(),
                 self.config.max_message_bytes
             )));
         }
         let (_, routing_key) = self.config.route(&e.topic, e.key.as_deref());
         short(routing_key, "the routing key (event key or topic)")?;
-        let mut headers = FieldTable::default();
-        // The one rule every sink forwards headers by (bad trace context dropped).
-        for (name, text) in postbox_relay::headers::forwarded(e) {
-            headers.insert(
-                short(name, &format!("header name {name:?}"))?,
-                AMQPValue::LongString(LongString::from(text)),
-            );
-        }
-        if let Some(key) = &e.key {
-            headers.insert(
-                HEADER_KEY.into(),
-                AMQPValue::LongString(LongString::from(key.as_str())),
-            );
-        }
         let properties = BasicProperties::default()
             .with_message_id(e.event_id.to_string().into())
             .with_type(short(&e.event, "the event name")?)
             .with_timestamp(e.created_at.timestamp().max(0) as u64)
-            .with_content_type("application/json".into())
+            .with_content_type(content_type.into())
             .with_delivery_mode(2)
             .with_headers(headers);
         Ok(Outgoing { body, properties })

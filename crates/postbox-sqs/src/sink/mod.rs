@@ -12,7 +12,10 @@
 
 use crate::{ATTR_EVENT, ATTR_EVENT_ID, ATTR_HEADERS, ATTR_KEY, MAX_MESSAGE_BYTES};
 use aws_sdk_sqs::error::ProvideErrorMetadata;
+use postbox::wire::{CE_CONTENT_TYPE, CE_DATA_CONTENT_TYPE, CE_PREFIX, CE_STRUCTURED_CONTENT_TYPE};
+use postbox_relay::cloudevents::{Binding, CloudEvents, Mode};
 use postbox_relay::{Encoded, OutboxEvent, SinkError};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 /// One event as an SQS message or SNS notification.
@@ -23,28 +26,65 @@ pub struct Outgoing {
     /// Set on FIFO queues and topics only.
     group: Option<String>,
     dedup: Option<String>,
-    attributes: Vec<(&'static str, String)>,
+    attributes: Vec<(Cow<'static, str>, String)>,
     /// Body and attributes, as SQS and SNS count them against their limits.
     size: usize,
 }
 
-fn encode(e: &OutboxEvent, target: String) -> Result<Outgoing, SinkError> {
-    let body = serde_json::to_string(&e.payload)
-        .map_err(|err| SinkError::rejected(format!("payload is not serialisable: {err}")))?;
-    let mut attributes = vec![
-        (ATTR_EVENT_ID, e.event_id.to_string()),
-        (ATTR_EVENT, e.event.clone()),
-    ];
-    if let Some(k) = &e.key {
-        attributes.push((ATTR_KEY, k.clone()));
+/// The most message attributes SQS and SNS take.
+const MAX_ATTRIBUTES: usize = 10;
+
+fn encode(
+    e: &OutboxEvent,
+    target: String,
+    cloudevents: Option<&CloudEvents>,
+) -> Result<Outgoing, SinkError> {
+    let mut attributes: Vec<(Cow<'static, str>, String)> = Vec::new();
+    let (body, others) = if let Some(ce) = cloudevents {
+        // No binding exists for SQS and SNS: the attributes are message
+        // attributes named as HTTP names its headers, but `partitionkey`,
+        // which the FIFO group carries (SQS takes at most 10 attributes).
+        let event = ce.event(e)?;
+        let (content_type, body) = match ce.mode() {
+            Mode::Binary => {
+                let binary = event
+                    .binary(CE_PREFIX)
+                    .filter(|(n, _)| !n.ends_with("partitionkey"));
+                attributes.extend(binary.map(|(n, v)| (n.into(), Binding::Http.value(v))));
+                (CE_DATA_CONTENT_TYPE, event.data())
+            }
+            Mode::Structured => (CE_STRUCTURED_CONTENT_TYPE, event.structured()),
+        };
+        attributes.insert(0, (CE_CONTENT_TYPE.into(), content_type.to_owned()));
+        let body = String::from_utf8(body).expect("JSON is UTF-8");
+        (body, event.headers().to_vec())
+    } else {
+        attributes.push((ATTR_EVENT_ID.into(), e.event_id.to_string()));
+        attributes.push((ATTR_EVENT.into(), e.event.clone()));
+        if let Some(k) = &e.key {
+            attributes.push((ATTR_KEY.into(), k.clone()));
+        }
+        let body = serde_json::to_string(&e.payload).expect("JSON values serialise");
+        // The one rule every sink forwards headers by (bad trace context dropped).
+        let others = postbox_relay::headers::forwarded(e)
+            .into_iter()
+            .map(|(n, t)| (n.to_owned(), t))
+            .collect();
+        (body, others)
+    };
+    if !others.is_empty() {
+        let headers: serde_json::Map<String, serde_json::Value> = others
+            .into_iter()
+            .map(|(n, t)| (n, serde_json::Value::String(t)))
+            .collect();
+        let headers = serde_json::Value::Object(headers).to_string();
+        attributes.push((ATTR_HEADERS.into(), headers));
     }
-    // The one rule every sink forwards headers by (bad trace context dropped).
-    let headers: serde_json::Map<String, serde_json::Value> = postbox_relay::headers::forwarded(e)
-        .into_iter()
-        .map(|(n, t)| (n.to_owned(), serde_json::Value::String(t)))
-        .collect();
-    if !headers.is_empty() {
-        attributes.push((ATTR_HEADERS, serde_json::Value::Object(headers).to_string()));
+    if attributes.len() > MAX_ATTRIBUTES {
+        return Err(SinkError::rejected(format!(
+            "the event needs {} message attributes as a CloudEvent in binary mode, and SQS and SNS take at most {MAX_ATTRIBUTES}: set cloudevents_mode = \"structured\", or carry fewer extension headers",
+            attributes.len()
+        )));
     }
     let size = body.len()
         + attributes

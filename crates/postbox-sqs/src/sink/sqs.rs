@@ -2,12 +2,15 @@
 
 use super::{call_failed, encode, endpoint, send_batches, BatchAnswer, Outgoing};
 use crate::config::SqsConfig;
+use postbox_relay::cloudevents::CloudEvents;
 use postbox_relay::{Encoded, OutboxEvent, Reconnecting, Sink, SinkError};
 
 /// Sends outbox events to SQS queues.
 pub struct SqsSink {
     config: SqsConfig,
     client: Reconnecting<aws_sdk_sqs::Client>,
+    /// `format = "cloudevents"`: the writer (set by the relay's config).
+    cloudevents: Option<CloudEvents>,
 }
 
 impl SqsSink {
@@ -17,7 +20,15 @@ impl SqsSink {
         Ok(SqsSink {
             config,
             client: Reconnecting::new(),
+            cloudevents: None,
         })
+    }
+
+    /// Write CloudEvents (`format = "cloudevents"`), or postbox's format
+    /// with `None` (what [`new`](Self::new) does).
+    pub fn with_cloudevents(mut self, writer: Option<CloudEvents>) -> Self {
+        self.cloudevents = writer;
+        self
     }
 
     async fn client(&self) -> aws_sdk_sqs::Client {
@@ -36,7 +47,11 @@ impl Sink for SqsSink {
     }
 
     fn encode(&self, e: &OutboxEvent) -> Result<Outgoing, SinkError> {
-        encode(e, self.config.queue_for(&e.topic)?)
+        encode(
+            e,
+            self.config.queue_for(&e.topic)?,
+            self.cloudevents.as_ref(),
+        )
     }
 
     async fn send_wave(&self, wave: Vec<Encoded<'_, Outgoing>>) -> Vec<Result<(), SinkError>> {

@@ -46,7 +46,7 @@ fn batch_calls_stay_within_ten_entries_and_the_total_size() {
             .iter()
             .map(|e| Encoded {
                 event: e,
-                message: encode(e, QUEUE.into()).expect("encodes"),
+                message: encode(e, QUEUE.into(), None).expect("encodes"),
             })
             .collect();
         let got = batches(&wave);
@@ -207,4 +207,54 @@ fn an_entry_refused_as_the_services_fault_is_transient() {
     let e = entry_failed(false, "InternalError", Some("internal error"), QUEUE);
     assert!(e.is_transient());
     assert!(entry_failed(false, "ServiceUnavailable", None, TOPIC).is_transient());
+}
+
+fn cloudevents(mode: Mode) -> CloudEvents {
+    let relay = postbox_relay::Config {
+        database_url: postbox_relay::Secret::new("postgres://h/shop"),
+        ..Default::default()
+    };
+    let format = postbox_relay::cloudevents::Format::Cloudevents;
+    CloudEvents::for_sink(format, mode, &relay)
+        .unwrap()
+        .expect("a writer")
+}
+
+/// Binary mode: `ce-*` attributes and `content-type`, no `partitionkey`
+/// (the FIFO group carries the key), the other headers as `postbox-headers`;
+/// more than SQS's 10 attributes is a refusal naming structured mode, which
+/// takes any number of them.
+#[test]
+fn cloudevents_attributes_stay_within_ten() {
+    let mut e = row(10);
+    let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    e.headers = serde_json::json!({"traceparent": tp, "tracestate": "a=b", "x-a": "1"});
+    let m = encode(&e, QUEUE.into(), Some(&cloudevents(Mode::Binary))).unwrap();
+    let names: Vec<&str> = m.attributes.iter().map(|(n, _)| n.as_ref()).collect();
+    assert_eq!(
+        names,
+        [
+            "content-type",
+            "ce-specversion",
+            "ce-id",
+            "ce-source",
+            "ce-type",
+            "ce-time",
+            "ce-subject",
+            "ce-traceparent",
+            "ce-tracestate",
+            ATTR_HEADERS
+        ]
+    );
+    assert_eq!(m.attributes[3].1, "//postbox/shop/s");
+    e.headers["tenant"] = "acme".into();
+    let err = encode(&e, QUEUE.into(), Some(&cloudevents(Mode::Binary))).unwrap_err();
+    assert!(
+        err.is_rejected() && err.to_string().contains("structured"),
+        "{err}"
+    );
+    let m = encode(&e, QUEUE.into(), Some(&cloudevents(Mode::Structured))).unwrap();
+    assert_eq!(m.attributes.len(), 2, "content-type and postbox-headers");
+    let body: serde_json::Value = serde_json::from_str(&m.body).unwrap();
+    assert_eq!(body["tenant"], "acme");
 }

@@ -15,6 +15,7 @@ use crate::signature::{self, SigningKey};
 use crate::{
     HEADER_EVENT, HEADER_ID, HEADER_KEY, HEADER_SIGNATURE, HEADER_TIMESTAMP, HEADER_TOPIC,
 };
+use postbox_relay::cloudevents::{Binding, CloudEvents};
 use postbox_relay::{Encoded, OutboxEvent, Sink, SinkError};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
 use std::collections::HashMap;
@@ -45,6 +46,8 @@ pub struct WebhookSink {
     limits: Mutex<HashMap<String, Arc<Semaphore>>>,
     /// Destinations that asked to be left alone until then (429 Retry-After).
     paused: Mutex<HashMap<String, Instant>>,
+    /// `format = "cloudevents"`: the writer (set by the relay's config).
+    cloudevents: Option<CloudEvents>,
 }
 
 impl WebhookSink {
@@ -112,7 +115,15 @@ impl WebhookSink {
             keys,
             limits: Mutex::default(),
             paused: Mutex::default(),
+            cloudevents: None,
         })
+    }
+
+    /// Write CloudEvents (`format = "cloudevents"`), or postbox's format
+    /// with `None` (what [`new`](Self::new) does).
+    pub fn with_cloudevents(mut self, writer: Option<CloudEvents>) -> Self {
+        self.cloudevents = writer;
+        self
     }
 
     fn limit(&self, destination: &str) -> Arc<Semaphore> {
@@ -270,24 +281,40 @@ impl Sink for WebhookSink {
 
     fn encode(&self, e: &OutboxEvent) -> Result<Outgoing, SinkError> {
         let url = self.config.url_for(&e.topic, e.key.as_deref())?;
-        let body = match self.config.body {
-            BodyFormat::Payload => serde_json::to_vec(&e.payload),
-            BodyFormat::Envelope => serde_json::to_vec(&e.envelope()),
-        }
-        .map_err(|err| SinkError::rejected(format!("payload is not serialisable: {err}")))?;
         let id = e.event_id.to_string();
         let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         header(&mut headers, HEADER_ID, &id)?;
-        header(&mut headers, HEADER_EVENT, &e.event)?;
         header(&mut headers, HEADER_TOPIC, &e.topic)?;
-        if let Some(key) = &e.key {
-            header(&mut headers, HEADER_KEY, key)?;
-        }
         // The one rule every sink forwards headers by (bad trace context dropped).
-        for (name, text) in postbox_relay::headers::forwarded(e) {
-            header(&mut headers, name, &text)?;
-        }
+        let forwarded = postbox_relay::headers::forwarded(e);
+        let body = if let Some(ce) = &self.cloudevents {
+            // The HTTP binding; the trace context also keeps its own
+            // headers, for HTTP tracing.
+            let wire = ce.wire(e, Binding::Http)?;
+            for (name, text) in &wire.headers {
+                header(&mut headers, name, text)?;
+            }
+            for (name, text) in &forwarded {
+                if *name == postbox::trace::TRACEPARENT || *name == postbox::trace::TRACESTATE {
+                    header(&mut headers, name, text)?;
+                }
+            }
+            wire.body
+        } else {
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            header(&mut headers, HEADER_EVENT, &e.event)?;
+            if let Some(key) = &e.key {
+                header(&mut headers, HEADER_KEY, key)?;
+            }
+            for (name, text) in &forwarded {
+                header(&mut headers, name, text)?;
+            }
+            match self.config.body {
+                BodyFormat::Payload => serde_json::to_vec(&e.payload),
+                BodyFormat::Envelope => serde_json::to_vec(&e.envelope()),
+            }
+            .expect("JSON values serialise")
+        };
         Ok(Outgoing {
             url,
             id,

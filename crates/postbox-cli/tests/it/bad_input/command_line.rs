@@ -260,3 +260,63 @@ fn every_command_finds_the_database_the_same_way() {
         }
     }
 }
+
+/// CloudEvents settings: an unknown format or mode names the choices; a
+/// `source` that is no URI reference, and a body format beside
+/// `format = "cloudevents"`, name the setting and the fix. Nothing starts.
+#[test]
+fn cloudevents_settings_are_checked_by_name() {
+    let db = ["--database-url", "postgres://127.0.0.1:1/db"];
+    let run = |args: &[&str]| {
+        let all: Vec<&str> = db.iter().chain(args).copied().collect();
+        let (ok, out) = relay_output(&all, &[]);
+        assert!(!ok, "{args:?} started: {out}");
+        out
+    };
+    let out = run(&["--sink", "nats", "--nats-format", "cloud_events"]);
+    assert!(
+        out.contains("postbox") && out.contains("cloudevents"),
+        "{out}"
+    );
+    let out = run(&["--sink", "nats", "--nats-cloudevents-mode", "binery"]);
+    assert!(
+        out.contains("binary") && out.contains("structured"),
+        "{out}"
+    );
+    for source in ["", "//postbox/{db}/{schema}", "//a b/{schema}"] {
+        let out = run(&[
+            "--sink",
+            "nats",
+            "--nats-format",
+            "cloudevents",
+            "--cloudevents-source",
+            source,
+        ]);
+        assert!(
+            out.contains("cloudevents_source") && out.contains("//postbox/{database}/{schema}"),
+            "{source:?}: {out}"
+        );
+    }
+    for (sink, setting) in [("kafka", "value"), ("webhook", "body")] {
+        let mut args = vec!["--sink", sink, "--kafka-value", "envelope"];
+        if sink == "webhook" {
+            args = vec![
+                "--sink",
+                "webhook",
+                "--webhook-url",
+                "https://h.example/{topic}",
+                "--webhook-secrets",
+                "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+                "--webhook-body",
+                "envelope",
+            ];
+        }
+        let flag = format!("--{sink}-format");
+        args.extend([flag.as_str(), "cloudevents"]);
+        let out = run(&args);
+        assert!(
+            out.contains(&format!("{sink}.{setting}")) && out.contains("leave"),
+            "{out}"
+        );
+    }
+}

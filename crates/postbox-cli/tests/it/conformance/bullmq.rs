@@ -10,7 +10,13 @@ use postbox_testkit::Proxy;
 use redis::AsyncCommands;
 use serde_json::Value;
 
-conformance!(BullmqFixture, killable_broker, inbox_consumer);
+conformance!(
+    BullmqFixture,
+    killable_broker,
+    inbox_consumer,
+    cloudevents_structured,
+    cloudevents_structured_consumer
+);
 
 /// The shared Redis (or one of the test's own, AOF on): a BullMQ queue per
 /// topic, which the first add makes.
@@ -99,6 +105,13 @@ impl BrokerFixture for BullmqFixture {
             assert!(state == "waiting" || n == 0, "{counts}");
         }
         jobs.into_iter().map(arrived).collect()
+    }
+
+    async fn read_wire(&self, topic: &str, _: usize) -> Vec<Value> {
+        let (_, jobs) = bullmq_read(&self.url, topic).await;
+        jobs.into_iter()
+            .map(|j| serde_json::json!({"binding": "job", "headers": {}, "body": j["data"].to_string()}))
+            .collect()
     }
 
     fn check(&self, m: &Arrived, _: &Row) {

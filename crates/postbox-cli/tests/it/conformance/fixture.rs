@@ -68,6 +68,9 @@ pub trait BrokerFixture: Sized {
     const NAME: &'static str;
     /// Events of the relay-kill test.
     const KILL_EVENTS: usize = 1000;
+    /// CloudEvents binary mode carries `partitionkey` (SQS and SNS leave it
+    /// to the FIFO group: they take 10 message attributes).
+    const CE_BINARY_PARTITIONKEY: bool = true;
     /// Relay flags of the relay-kill test.
     const KILL_FLAGS: &'static [&'static str] = &["--batch-size", "50"];
     /// The broker drops a re-sent event id (a message id, a FIFO
@@ -88,6 +91,12 @@ pub trait BrokerFixture: Sized {
     /// At least `n` messages of `topic` (all it holds, where the client can
     /// tell), read with the broker's own client.
     async fn read(&self, topic: &str, n: usize) -> Vec<Arrived>;
+    /// At least `n` messages of `topic` as they came off the wire, for the
+    /// CloudEvents SDKs (`tests/{node,python}/cloudevents_parse.*`): each
+    /// `{"binding": "http" | "kafka" | "amqp" | "job", "headers": {name:
+    /// text}, "body": text, "key", "content_type"}`, read with the broker's
+    /// own client as [`read`](Self::read) does.
+    async fn read_wire(&self, topic: &str, n: usize) -> Vec<Value>;
     /// What the sink maps besides the fields every sink carries (a subject,
     /// a routing key, a group), checked against each message read.
     fn check(&self, _arrived: &Arrived, _row: &Row) {}

@@ -6,7 +6,13 @@ use crate::kafka::{kafka_args, stream_consumer};
 use postbox_testkit::{kafka_consume_independent, KafkaBroker};
 use std::sync::Mutex;
 
-conformance!(KafkaFixture, killable_broker, inbox_consumer);
+conformance!(
+    KafkaFixture,
+    killable_broker,
+    inbox_consumer,
+    cloudevents,
+    cloudevents_consumer
+);
 
 /// A broker of the test's own (tansu, memory storage), four partitions a topic.
 struct KafkaFixture {
@@ -58,6 +64,16 @@ impl BrokerFixture for KafkaFixture {
                 payload: serde_json::from_str(m["value"].as_str().unwrap()).unwrap(),
                 headers: m["headers"].as_object().unwrap().clone(),
                 raw: m,
+            })
+            .collect()
+    }
+
+    async fn read_wire(&self, topic: &str, n: usize) -> Vec<Value> {
+        kafka_consume_independent(&self.broker.bootstrap(), topic, n, 150)
+            .await
+            .into_iter()
+            .map(|m| {
+                serde_json::json!({"binding": "kafka", "headers": m["headers"], "key": m["key"], "body": m["value"]})
             })
             .collect()
     }

@@ -33,6 +33,7 @@ mod sns;
 pub(crate) mod sqs;
 mod webhook;
 
+mod cloudevents;
 mod consumer;
 mod delivery;
 mod fixture;
@@ -40,6 +41,12 @@ mod outage;
 mod refusals;
 mod replay;
 
+pub use cloudevents::{
+    cloudevents_binary_arrive_in_postbox_consumers,
+    cloudevents_binary_parse_with_the_official_sdks,
+    cloudevents_structured_arrive_in_postbox_consumers,
+    cloudevents_structured_parse_with_the_official_sdks,
+};
 pub use consumer::{
     inbox_consumer_applies_each_message_once_across_a_crash,
     inbox_consumer_skips_the_re_send_of_a_relay_killed_before_its_commit,
@@ -91,6 +98,20 @@ macro_rules! tests {
         $crate::conformance::tests!($f: inbox_consumer_applies_each_message_once_across_a_crash,
             inbox_consumer_skips_the_re_send_of_a_relay_killed_before_its_commit,
             inbox_consumer_survives_a_postgresql_crash);
+    };
+    (cloudevents, $f:ty) => {
+        $crate::conformance::tests!($f: cloudevents_binary_parse_with_the_official_sdks,
+            cloudevents_structured_parse_with_the_official_sdks);
+    };
+    (cloudevents_structured, $f:ty) => {
+        $crate::conformance::tests!($f: cloudevents_structured_parse_with_the_official_sdks);
+    };
+    (cloudevents_consumer, $f:ty) => {
+        $crate::conformance::tests!($f: cloudevents_binary_arrive_in_postbox_consumers,
+            cloudevents_structured_arrive_in_postbox_consumers);
+    };
+    (cloudevents_structured_consumer, $f:ty) => {
+        $crate::conformance::tests!($f: cloudevents_structured_arrive_in_postbox_consumers);
     };
     ($f:ty: $($name:ident),+) => {$(
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

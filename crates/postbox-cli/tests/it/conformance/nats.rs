@@ -8,7 +8,13 @@ use postbox_testkit::NatsServer;
 use serde_json::Value;
 use std::time::Duration;
 
-conformance!(NatsFixture, killable_broker, inbox_consumer);
+conformance!(
+    NatsFixture,
+    killable_broker,
+    inbox_consumer,
+    cloudevents,
+    cloudevents_consumer
+);
 
 /// A server of the test's own (`max_payload: 4096`, for the refusals);
 /// subjects `{topic}.{key}`, one file-backed stream per topic.
@@ -66,6 +72,48 @@ impl BrokerFixture for NatsFixture {
 
     /// The stream's messages (all it stores) as the JavaScript client reads them.
     async fn read(&self, topic: &str, n: usize) -> Vec<Arrived> {
+        self.messages(topic, n)
+            .await
+            .into_iter()
+            .map(|m| Arrived {
+                id: m["headers"]["Nats-Msg-Id"].as_str().unwrap().to_owned(),
+                key: m["headers"]["postbox-key"].as_str().map(str::to_owned),
+                event: m["headers"]["postbox-event"].as_str().map(str::to_owned),
+                payload: m["body"].clone(),
+                headers: m["headers"].as_object().unwrap().clone(),
+                raw: m,
+            })
+            .collect()
+    }
+
+    async fn read_wire(&self, topic: &str, n: usize) -> Vec<Value> {
+        self.messages(topic, n)
+            .await
+            .into_iter()
+            .map(|m| {
+                let body = m["body"].to_string();
+                serde_json::json!({"binding": "http", "headers": m["headers"], "body": body})
+            })
+            .collect()
+    }
+
+    fn check(&self, m: &Arrived, row: &Row) {
+        assert_eq!(m.raw["subject"], format!("{}.{}", row.topic, row.key));
+    }
+
+    async fn refusals(&self, queue: &str) -> Vec<Refusal> {
+        let no_stream = format!("{queue}-nostream");
+        let subject = format!("no JetStream stream captures subject \"{no_stream}.x\"");
+        vec![
+            Refusal::new(&no_stream, "x", 0, &[&subject]),
+            Refusal::new(queue, "big", 8000, &["max_payload"]),
+        ]
+    }
+}
+
+impl NatsFixture {
+    /// What nats.js read of `topic`'s stream: at least `n`, and all it holds.
+    async fn messages(&self, topic: &str, n: usize) -> Vec<Value> {
         let (url, stream) = (self.nats.url(), stream_name(topic));
         let mut want = n;
         loop {
@@ -80,32 +128,8 @@ impl BrokerFixture for NatsFixture {
                 want = stored;
                 continue;
             }
-            let messages = v["messages"].as_array().unwrap();
-            return messages
-                .iter()
-                .map(|m| Arrived {
-                    id: m["headers"]["Nats-Msg-Id"].as_str().unwrap().to_owned(),
-                    key: m["headers"]["postbox-key"].as_str().map(str::to_owned),
-                    event: m["headers"]["postbox-event"].as_str().map(str::to_owned),
-                    payload: m["body"].clone(),
-                    headers: m["headers"].as_object().unwrap().clone(),
-                    raw: m.clone(),
-                })
-                .collect();
+            return v["messages"].as_array().unwrap().clone();
         }
-    }
-
-    fn check(&self, m: &Arrived, row: &Row) {
-        assert_eq!(m.raw["subject"], format!("{}.{}", row.topic, row.key));
-    }
-
-    async fn refusals(&self, queue: &str) -> Vec<Refusal> {
-        let no_stream = format!("{queue}-nostream");
-        let subject = format!("no JetStream stream captures subject \"{no_stream}.x\"");
-        vec![
-            Refusal::new(&no_stream, "x", 0, &[&subject]),
-            Refusal::new(queue, "big", 8000, &["max_payload"]),
-        ]
     }
 }
 

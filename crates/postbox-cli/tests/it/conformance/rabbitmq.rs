@@ -12,7 +12,13 @@ use postbox_testkit::RabbitmqServer;
 use serde_json::Value;
 use std::sync::Mutex;
 
-conformance!(RabbitFixture, killable_broker, inbox_consumer);
+conformance!(
+    RabbitFixture,
+    killable_broker,
+    inbox_consumer,
+    cloudevents,
+    cloudevents_consumer
+);
 
 /// The shared server (or a node of the test's own): per topic a durable
 /// topic exchange and a durable queue of the same name bound to every key.
@@ -116,6 +122,17 @@ impl BrokerFixture for RabbitFixture {
                 payload: m["body"].clone(),
                 headers: m["headers"].as_object().cloned().unwrap_or_default(),
                 raw: m,
+            })
+            .collect()
+    }
+
+    async fn read_wire(&self, topic: &str, n: usize) -> Vec<Value> {
+        amqplib_read(&self.url, topic, n)
+            .await
+            .into_iter()
+            .map(|m| {
+                let body = m["body"].to_string();
+                serde_json::json!({"binding": "amqp", "headers": m["headers"], "content_type": m["contentType"], "body": body})
             })
             .collect()
     }

@@ -8,7 +8,13 @@ use serde_json::Value;
 use std::sync::Mutex;
 use std::time::Duration;
 
-conformance!(StreamsFixture, killable_broker, inbox_consumer);
+conformance!(
+    StreamsFixture,
+    killable_broker,
+    inbox_consumer,
+    cloudevents,
+    cloudevents_consumer
+);
 
 /// The shared Redis (or one of the test's own, AOF on): a stream per topic,
 /// which XADD makes.
@@ -75,6 +81,18 @@ impl BrokerFixture for StreamsFixture {
                 payload: json(&e, "payload"),
                 headers: json(&e, "headers").as_object().cloned().unwrap_or_default(),
                 raw: e,
+            })
+            .collect()
+    }
+
+    async fn read_wire(&self, topic: &str, _: usize) -> Vec<Value> {
+        ioredis_read(&self.url, topic)
+            .await
+            .into_iter()
+            .map(|e| {
+                let mut headers = e["fields"].as_object().unwrap().clone();
+                let body = headers.remove("payload").expect("a payload field");
+                serde_json::json!({"binding": "http", "headers": headers, "body": body})
             })
             .collect()
     }

@@ -6,7 +6,12 @@ use super::sqs::{aws_relay_args, topic_with_a_queue, SqsFixture};
 use super::*;
 use postbox_testkit::MotoServer;
 
-conformance!(SnsFixture, inbox_consumer);
+conformance!(
+    SnsFixture,
+    inbox_consumer,
+    cloudevents,
+    cloudevents_consumer
+);
 
 /// A FIFO topic per topic, and a FIFO queue subscribed to it (raw delivery,
 /// so the attributes travel) that the reader and the consumer read.
@@ -17,6 +22,7 @@ impl BrokerFixture for SnsFixture {
     const KILL_EVENTS: usize = SqsFixture::KILL_EVENTS;
     const KILL_FLAGS: &'static [&'static str] = SqsFixture::KILL_FLAGS;
     const DROPS_RESENDS: bool = true;
+    const CE_BINARY_PARTITIONKEY: bool = false;
 
     async fn start(queue: &str, broker: Broker) -> Self {
         SnsFixture(SqsFixture::start(queue, broker).await)
@@ -37,6 +43,10 @@ impl BrokerFixture for SnsFixture {
 
     async fn read(&self, topic: &str, n: usize) -> Vec<Arrived> {
         self.0.read(&format!("{topic}-sub"), n).await
+    }
+
+    async fn read_wire(&self, topic: &str, n: usize) -> Vec<Value> {
+        self.0.read_wire(&format!("{topic}-sub"), n).await
     }
 
     fn check(&self, m: &Arrived, row: &Row) {

@@ -7,7 +7,12 @@ use postbox_testkit::MotoServer;
 use serde_json::Value;
 use std::time::Duration;
 
-conformance!(SqsFixture, inbox_consumer);
+conformance!(
+    SqsFixture,
+    inbox_consumer,
+    cloudevents,
+    cloudevents_consumer
+);
 
 /// A moto of the test's own, a FIFO queue per topic.
 pub(crate) struct SqsFixture {
@@ -50,6 +55,7 @@ impl BrokerFixture for SqsFixture {
     const KILL_FLAGS: &'static [&'static str] = &["--batch-size", "20", "--publish-timeout", "20s"];
     // moto drops a re-sent deduplication id, as SQS does.
     const DROPS_RESENDS: bool = true;
+    const CE_BINARY_PARTITIONKEY: bool = false;
 
     async fn start(_: &str, _: Broker) -> Self {
         let moto = MotoServer::start().await;
@@ -84,6 +90,16 @@ impl BrokerFixture for SqsFixture {
                     .map(|h| serde_json::from_str(&h).unwrap())
                     .unwrap_or_default(),
                 raw: m,
+            })
+            .collect()
+    }
+
+    async fn read_wire(&self, topic: &str, n: usize) -> Vec<Value> {
+        boto3_read(&self.moto, &self.queue_url(topic), n)
+            .await
+            .into_iter()
+            .map(|m| {
+                serde_json::json!({"binding": "http", "headers": m["attributes"], "body": m["body"], "key": m["groupId"]})
             })
             .collect()
     }

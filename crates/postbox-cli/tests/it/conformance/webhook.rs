@@ -5,7 +5,7 @@ use super::*;
 use crate::webhook::SECRET;
 use postbox_testkit::WebhookReceiver;
 
-conformance!(HookFixture, killable_broker);
+conformance!(HookFixture, killable_broker, cloudevents);
 
 /// A receiver of the test's own: `/ok/` for every topic, `/gone/` (410)
 /// and `/moved/` (307 to another host) for two of its own.
@@ -62,6 +62,16 @@ impl BrokerFixture for HookFixture {
                 payload: serde_json::from_str(r["body"].as_str().unwrap()).unwrap(),
                 headers: r["headers"].as_object().unwrap().clone(),
                 raw: r,
+            })
+            .collect()
+    }
+
+    async fn read_wire(&self, _: &str, n: usize) -> Vec<Value> {
+        let seen = self.rx.wait_for("ok", n, LONG).await;
+        seen.into_iter()
+            .map(|r| {
+                assert_eq!(r["verified"], true, "signed: {r}");
+                serde_json::json!({"binding": "http", "headers": r["headers"], "body": r["body"]})
             })
             .collect()
     }

@@ -1,0 +1,388 @@
+//! CloudEvents 1.0 as sinks write them (`format = "cloudevents"`): one
+//! mapping of an outbox row to the event's attributes, for every sink; each
+//! sink puts them where its binding says (binary mode) or sends the
+//! JSON-format event as its body (structured mode).
+//!
+//! | attribute | from |
+//! |---|---|
+//! | `id` | the event id |
+//! | `source` | `relay.cloudevents_source`, `{database}` and `{schema}` filled in |
+//! | `type` | the event type |
+//! | `subject`, `partitionkey` | the key (absent without one) |
+//! | `time` | `created_at` (RFC 3339, UTC, microseconds) |
+//! | `datacontenttype` | `application/json` |
+//! | `traceparent`, `tracestate` | the row's trace context (Distributed Tracing extension) |
+//! | extensions | row headers named as CloudEvents attributes may be (`a-z0-9`, at most 20) |
+//!
+//! Other row headers are not attributes: they travel as the sink's own
+//! headers, as with `format = "postbox"`.
+
+use crate::{Config, ConfigError, OutboxEvent, SinkError};
+use postbox::trace::{TRACEPARENT, TRACESTATE};
+use postbox::wire::{
+    CE_CONTENT_TYPE, CE_DATA_CONTENT_TYPE, CE_SPECVERSION, CE_STRUCTURED_CONTENT_TYPE,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// How a sink writes an event.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Format {
+    /// postbox's own wire contract (`postbox-*` headers, the payload as body).
+    #[default]
+    Postbox,
+    /// CloudEvents 1.0, in the content mode `cloudevents_mode` names.
+    Cloudevents,
+}
+
+/// A CloudEvents content mode.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Attributes in the protocol's headers, the payload as the body.
+    #[default]
+    Binary,
+    /// The whole event as one JSON document (`application/cloudevents+json`).
+    Structured,
+}
+
+/// Attribute names a row header may not take: the spec's own and the
+/// extensions postbox fills.
+const RESERVED: [&str; 13] = [
+    "specversion",
+    "id",
+    "source",
+    "type",
+    "datacontenttype",
+    "dataschema",
+    "subject",
+    "time",
+    "data",
+    "data_base64",
+    "partitionkey",
+    TRACEPARENT,
+    TRACESTATE,
+];
+
+/// The CloudEvents writer of a sink configured with `format = "cloudevents"`.
+#[derive(Debug, Clone)]
+pub struct CloudEvents {
+    mode: Mode,
+    /// `relay.cloudevents_source` with `{database}` filled in.
+    source: String,
+}
+
+impl CloudEvents {
+    /// The writer for a sink's `format` and `cloudevents_mode`, or `None` for
+    /// postbox's own format.
+    pub fn for_sink(
+        format: Format,
+        mode: Mode,
+        relay: &Config,
+    ) -> Result<Option<Self>, ConfigError> {
+        if format == Format::Postbox {
+            return Ok(None);
+        }
+        Ok(Some(CloudEvents {
+            mode,
+            source: relay.cloudevents_source()?,
+        }))
+    }
+
+    /// Binary or structured.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// `e` as a CloudEvent. Refused when its type is empty (CloudEvents
+    /// requires one).
+    pub fn event<'e>(&self, e: &'e OutboxEvent) -> Result<CloudEvent<'e>, SinkError> {
+        if e.event.is_empty() {
+            return Err(SinkError::rejected(
+                "the event type is empty, and CloudEvents requires a `type`: give the event a name, or use format = \"postbox\"",
+            ));
+        }
+        let at = e
+            .created_at
+            .to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+        let mut attributes: Vec<(String, String)> = vec![
+            ("specversion".into(), CE_SPECVERSION.into()),
+            ("id".into(), e.event_id.to_string()),
+            ("source".into(), self.source.replace("{schema}", &e.schema)),
+            ("type".into(), e.event.clone()),
+            ("time".into(), at),
+            ("datacontenttype".into(), CE_DATA_CONTENT_TYPE.into()),
+        ];
+        if let Some(key) = &e.key {
+            attributes.push(("subject".into(), key.clone()));
+            attributes.push(("partitionkey".into(), key.clone()));
+        }
+        let trace = crate::headers::trace_context(e);
+        if let Some(tc) = &trace {
+            attributes.push((TRACEPARENT.into(), tc.traceparent.clone()));
+            if let Some(ts) = &tc.tracestate {
+                attributes.push((TRACESTATE.into(), ts.clone()));
+            }
+        }
+        let mut headers = Vec::new();
+        for (name, value) in crate::headers::forwarded(e) {
+            if name == TRACEPARENT || name == TRACESTATE {
+                continue;
+            }
+            if is_extension_name(name) {
+                attributes.push((name.to_owned(), value));
+            } else {
+                headers.push((name.to_owned(), value));
+            }
+        }
+        Ok(CloudEvent {
+            attributes,
+            headers,
+            data: &e.payload,
+        })
+    }
+}
+
+/// An event as a binding with headers puts it on the wire.
+#[derive(Debug)]
+pub struct Wire {
+    /// `content-type` first (`application/json` in binary mode,
+    /// `application/cloudevents+json` in structured mode), then the
+    /// attributes as `<prefix><name>` (binary mode), then the row's headers
+    /// that are no attribute.
+    pub headers: Vec<(String, String)>,
+    /// The payload (binary mode) or the JSON-format event (structured).
+    pub body: Vec<u8>,
+}
+
+/// How a binding names and writes attributes as headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Binding {
+    /// HTTP's: `ce-` + the attribute, values percent-encoded beyond
+    /// printable ASCII (and space, `"`, `%`). Also NATS's, and postbox's
+    /// choice for SQS, SNS and Redis Streams, which have no binding.
+    Http,
+    /// Kafka's: `ce_` + the attribute, values as UTF-8.
+    Kafka,
+    /// AMQP's: `cloudEvents:` + the attribute, values as strings.
+    Amqp,
+}
+
+impl Binding {
+    /// The attribute prefix.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Binding::Http => postbox::wire::CE_PREFIX,
+            Binding::Kafka => postbox::wire::CE_PREFIX_KAFKA,
+            Binding::Amqp => postbox::wire::CE_PREFIX_AMQP,
+        }
+    }
+
+    /// A value as a header of this binding carries it.
+    pub fn value(self, text: &str) -> String {
+        if self != Binding::Http {
+            return text.to_owned();
+        }
+        let mut out = String::with_capacity(text.len());
+        for b in text.bytes() {
+            if (0x21..=0x7e).contains(&b) && b != b'"' && b != b'%' {
+                out.push(b as char);
+            } else {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        }
+        out
+    }
+}
+
+impl CloudEvents {
+    /// `e` by a binding whose attributes are headers and whose content type
+    /// is a `content-type` header (or property: AMQP).
+    pub fn wire(&self, e: &OutboxEvent, binding: Binding) -> Result<Wire, SinkError> {
+        let event = self.event(e)?;
+        let mut headers = Vec::new();
+        let body = match self.mode {
+            Mode::Binary => {
+                headers.push((CE_CONTENT_TYPE.to_owned(), CE_DATA_CONTENT_TYPE.to_owned()));
+                let attributes = event.binary(binding.prefix());
+                headers.extend(attributes.map(|(n, v)| (n, binding.value(v))));
+                event.data()
+            }
+            Mode::Structured => {
+                headers.push((
+                    CE_CONTENT_TYPE.to_owned(),
+                    CE_STRUCTURED_CONTENT_TYPE.to_owned(),
+                ));
+                event.structured()
+            }
+        };
+        headers.extend(event.headers().iter().cloned());
+        Ok(Wire { headers, body })
+    }
+}
+
+/// Whether a row header can be a CloudEvents extension attribute: a name
+/// the spec allows that is not one of its own or postbox's.
+pub fn is_extension_name(name: &str) -> bool {
+    (1..=20).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        && !RESERVED.contains(&name)
+}
+
+/// One outbox event as a CloudEvent.
+#[derive(Debug)]
+pub struct CloudEvent<'e> {
+    attributes: Vec<(String, String)>,
+    headers: Vec<(String, String)>,
+    data: &'e Value,
+}
+
+impl CloudEvent<'_> {
+    /// Every attribute but `datacontenttype` (the protocol's content type
+    /// carries it in binary mode), named with `prefix`.
+    pub fn binary<'s>(&'s self, prefix: &'s str) -> impl Iterator<Item = (String, &'s str)> + 's {
+        self.attributes
+            .iter()
+            .filter(|(n, _)| n != "datacontenttype")
+            .map(move |(n, v)| (format!("{prefix}{n}"), v.as_str()))
+    }
+
+    /// One attribute's value.
+    pub fn attribute(&self, name: &str) -> Option<&str> {
+        self.attributes
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The row's headers that are no attribute (not named as one may be):
+    /// sent as the protocol's own headers, as in postbox's format.
+    pub fn headers(&self) -> &[(String, String)] {
+        &self.headers
+    }
+
+    /// The data (binary mode's body): the payload's JSON text.
+    pub fn data(&self) -> Vec<u8> {
+        serde_json::to_vec(self.data).expect("JSON values serialise")
+    }
+
+    /// The JSON-format event (structured mode's body).
+    pub fn structured(&self) -> Vec<u8> {
+        serde_json::to_vec(&self.to_json()).expect("JSON values serialise")
+    }
+
+    /// The JSON-format event as a value.
+    pub fn to_json(&self) -> Value {
+        let mut event = serde_json::Map::new();
+        for (n, v) in &self.attributes {
+            event.insert(n.clone(), Value::String(v.clone()));
+        }
+        event.insert("data".into(), self.data.clone());
+        Value::Object(event)
+    }
+}
+
+/// `template` checked as a CloudEvents `source` (a non-empty URI-reference)
+/// and `{database}` filled in; `{schema}` stays for each event's schema.
+pub(crate) fn source(template: &str, database: &str) -> Result<String, String> {
+    let sample = template
+        .replace("{database}", "db")
+        .replace("{schema}", "schema");
+    if sample.is_empty() {
+        return Err(
+            "empty: CloudEvents requires a source, e.g. \"//postbox/{database}/{schema}\"".into(),
+        );
+    }
+    if let Some(c) = sample
+        .chars()
+        .find(|c| c.is_whitespace() || c.is_control() || "\"<>\\^`{|}".contains(*c))
+    {
+        return Err(format!(
+            "{template:?} is not a URI reference ({c:?} is not allowed; the placeholders are {{database}} and {{schema}}), e.g. \"//postbox/{{database}}/{{schema}}\" or \"https://shop.example/orders\""
+        ));
+    }
+    Ok(template.replace("{database}", database))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TP: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    fn writer() -> CloudEvents {
+        CloudEvents {
+            mode: Mode::Binary,
+            source: source("//postbox/{database}/{schema}", "shop").unwrap(),
+        }
+    }
+
+    #[test]
+    fn a_row_maps_to_every_attribute() {
+        let mut e = OutboxEvent::for_test(1, Some("order-7"), "orders");
+        e.schema = "sales".into();
+        e.payload = serde_json::json!({"amount": 42});
+        e.created_at = "2026-12-07T10:00:00.123456789Z".parse().unwrap();
+        e.headers = serde_json::json!({"traceparent": TP, "tracestate": "a=b", "tenant": "acme", "X-Num": 42, "id": "mine"});
+        let w = writer();
+        let ce = w.event(&e).unwrap();
+        let json: Value = serde_json::from_slice(&ce.structured()).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "specversion": "1.0", "id": e.event_id.to_string(), "source": "//postbox/shop/sales",
+                "type": "e", "time": "2026-12-07T10:00:00.123456Z", "datacontenttype": "application/json",
+                "subject": "order-7", "partitionkey": "order-7", "traceparent": TP, "tracestate": "a=b",
+                "tenant": "acme", "data": {"amount": 42},
+            })
+        );
+        let mut others = ce.headers().to_vec();
+        others.sort();
+        assert_eq!(
+            others,
+            vec![("X-Num".into(), "42".into()), ("id".into(), "mine".into())]
+        );
+        let binary: Vec<(String, &str)> = ce.binary("ce_").collect();
+        assert!(binary.contains(&("ce_type".into(), "e")));
+        assert!(!binary.iter().any(|(n, _)| n == "ce_datacontenttype"));
+        assert_eq!(ce.data(), br#"{"amount":42}"#);
+    }
+
+    #[test]
+    fn no_key_no_subject_and_an_empty_type_is_refused() {
+        let mut e = OutboxEvent::for_test(1, None, "t");
+        let w = writer();
+        let ce = w.event(&e).unwrap();
+        assert_eq!(ce.attribute("subject"), None);
+        assert_eq!(ce.attribute("partitionkey"), None);
+        e.event.clear();
+        let err = w.event(&e).unwrap_err();
+        assert!(
+            err.is_rejected() && err.to_string().contains("type"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_source_must_be_a_uri_reference() {
+        assert_eq!(source("urn:{database}", "d").unwrap(), "urn:d");
+        assert!(source("", "d").unwrap_err().contains("empty"));
+        assert!(source("//a b/{schema}", "d").unwrap_err().contains("' '"));
+        assert!(source("//{db}", "d").unwrap_err().contains("placeholders"));
+        assert!(is_extension_name("tenant1") && !is_extension_name("x-num"));
+        assert!(!is_extension_name("subject") && !is_extension_name(&"a".repeat(21)));
+    }
+
+    #[test]
+    fn http_header_values_are_percent_encoded_beyond_printable_ascii() {
+        assert_eq!(Binding::Http.value("a b\"c%d/é:"), "a%20b%22c%25d/%C3%A9:");
+        assert_eq!(Binding::Kafka.value("a b"), "a b");
+    }
+}
