@@ -4,6 +4,7 @@
 // settled, so the queue's order — the relay's per-key order — holds.
 import type { Channel, ConsumeMessage } from "amqplib";
 import { InboxConsumer, type Handler, type InboxOptions } from "./inbox.js";
+import { readCloudEvent } from "./cloudevents.js";
 import { Message } from "./message.js";
 import { KEY } from "./wire.js";
 
@@ -13,6 +14,7 @@ export const HEADER_KEY = KEY;
 /**
  * The delivery as a handler sees it: id = the `message_id` property (the
  * outbox event id), name = the `type` property, key = the `postbox-key` header.
+ * A CloudEvent (AMQP binding, either mode) is read as one (`readCloudEvent`).
  */
 export function messageFromAmqp(queue: string, m: ConsumeMessage): Message {
   const id =
@@ -28,7 +30,9 @@ export function messageFromAmqp(queue: string, m: ConsumeMessage): Message {
   }
   message.key = message.header(HEADER_KEY) ?? null;
   message.source = `rabbitmq queue ${queue} (exchange ${JSON.stringify(m.fields.exchange)}, routing key ${JSON.stringify(m.fields.routingKey)})${m.fields.redelivered ? ", redelivered" : ""}`;
-  return message;
+  // A CloudEvent (`cloudEvents:*` headers, or a structured body) reads as one.
+  const contentType = typeof m.properties.contentType === "string" ? m.properties.contentType : null;
+  return readCloudEvent(message, contentType);
 }
 
 /**

@@ -7,9 +7,10 @@ import { DelayedError, Worker, type Job, type WorkerOptions } from "bullmq";
 import { ConsumeError } from "./errors.js";
 import { InboxConsumer, type Handler, type InboxOptions } from "./inbox.js";
 import { RepeatedErrors, chain, defaultLogger, sleep } from "./retry.js";
+import { readCloudEvent } from "./cloudevents.js";
 import { Message } from "./message.js";
 import { TRACEPARENT, TRACESTATE, traceparentProblem } from "./trace.js";
-import { BULLMQ_META_FIELD, BULLMQ_META_HEADERS, BULLMQ_META_KEY } from "./wire.js";
+import { BULLMQ_META_FIELD, BULLMQ_META_HEADERS, BULLMQ_META_KEY, CE_STRUCTURED_CONTENT_TYPE } from "./wire.js";
 
 /** The job-data field where the relay puts the producer's trace context. */
 export const TRACE_FIELD = "_trace";
@@ -18,7 +19,9 @@ export const TRACE_FIELD = "_trace";
  * The job as a handler sees it: id = job id (the relay sets it to the outbox
  * event id), topic = queue, name = job name, key and headers from the relay's
  * `_postbox` field, payload = the job's data as JSON without the relay's fields;
- * the trace field's context becomes `traceparent`/`tracestate` headers.
+ * the trace field's context becomes `traceparent`/`tracestate` headers. Job
+ * data that is a CloudEvent (an object with `specversion`) is read as one
+ * (`readCloudEvent`).
  */
 export function messageFromJob(queue: string, job: Job): Message {
   const id = job.id ?? "";
@@ -26,6 +29,12 @@ export function messageFromJob(queue: string, job: Job): Message {
   message.event = job.name;
   message.source = `bullmq queue ${queue} job ${id}`;
   let data: unknown = job.data;
+  if (isObject(data) && typeof data.specversion === "string") {
+    // A CloudEvent (`bullmq.format = "cloudevents"`, or another producer's):
+    // the job data is the JSON-format event.
+    message.payload = Buffer.from(JSON.stringify(data));
+    return readCloudEvent(message, CE_STRUCTURED_CONTENT_TYPE);
+  }
   const trace = traceOf(data);
   if (trace && isObject(data)) {
     // The field is the relay's only when it holds a trace context; a payload's

@@ -23,6 +23,7 @@ export {
 } from "./inbox.js";
 export { DEFAULT_RETRY, type Logger, type RetryOptions, type RetryPolicy } from "./retry.js";
 export { Message } from "./message.js";
+export { readCloudEvent } from "./cloudevents.js";
 export {
   DEFAULT_MAX_DELAY_MS,
   Outbox,

@@ -4,6 +4,7 @@
 // overtakes it.
 import type { Consumer, KafkaMessage } from "kafkajs";
 import { InboxConsumer, type Handler, type InboxOptions } from "./inbox.js";
+import { readCloudEvent } from "./cloudevents.js";
 import { Message } from "./message.js";
 import { EVENT, EVENT_ID } from "./wire.js";
 
@@ -12,7 +13,10 @@ export const HEADER_EVENT_ID = EVENT_ID;
 /** The header with the event type. */
 export const HEADER_EVENT = EVENT;
 
-/** The Kafka message as a handler sees it; id = the `postbox-event-id` header, else topic/partition/offset. */
+/**
+ * The Kafka message as a handler sees it; id = the `postbox-event-id` header,
+ * else topic/partition/offset. A CloudEvent is read as one (`readCloudEvent`).
+ */
 export function messageFromKafka(topic: string, partition: number, m: KafkaMessage): Message {
   const headers: [string, string][] = [];
   for (const [name, value] of Object.entries(m.headers ?? {})) {
@@ -27,7 +31,8 @@ export function messageFromKafka(topic: string, partition: number, m: KafkaMessa
   message.payload = m.value ?? Buffer.alloc(0);
   message.event = message.header(HEADER_EVENT) ?? null;
   message.source = `kafka ${topic}/${partition}@${m.offset}`;
-  return message;
+  // A CloudEvent (`ce_*` headers, or a structured value) reads as one.
+  return readCloudEvent(message);
 }
 
 /** A running kafkajs consumer on the inbox loop. */

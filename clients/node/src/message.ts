@@ -38,6 +38,14 @@ export class Message {
     return this.headers.find(([n]) => n === name)?.[1];
   }
 
+  /**
+   * A CloudEvents attribute (`source`, `time`, `subject`, an extension…) of a
+   * message that came as a CloudEvent, in either content mode.
+   */
+  cloudevent(attribute: string): string | undefined {
+    return this.header(`ce-${attribute}`);
+  }
+
   /** The payload parsed as JSON. */
   json<T = unknown>(): T {
     return JSON.parse(this.payload.toString("utf8")) as T;

@@ -6,6 +6,7 @@
 // per durable consumer keeps per-key order.
 import { AckPolicy, type Consumer, type ConsumerConfig, type ConsumerMessages, type JsMsg } from "@nats-io/jetstream";
 import { InboxConsumer, type Handler, type InboxOptions } from "./inbox.js";
+import { readCloudEvent } from "./cloudevents.js";
 import { Message } from "./message.js";
 import { EVENT, KEY } from "./wire.js";
 
@@ -35,7 +36,8 @@ export function consumerConfig(durable: string): Partial<ConsumerConfig> {
 /**
  * The message as a handler sees it: id = `Nats-Msg-Id` (the outbox event id;
  * else `stream/sequence`), topic = subject, name and key = the
- * `postbox-event` and `postbox-key` headers, every header (first value).
+ * `postbox-event` and `postbox-key` headers, every header (first value). A
+ * CloudEvent is read as one (`readCloudEvent`).
  */
 export function messageFromJetStream(m: JsMsg): Message {
   const headers: [string, string][] = [];
@@ -47,7 +49,8 @@ export function messageFromJetStream(m: JsMsg): Message {
   message.event = message.header(HEADER_EVENT) ?? null;
   message.key = message.header(HEADER_KEY) ?? null;
   message.source = `nats stream ${m.info.stream} seq ${m.info.streamSequence} (delivery ${m.info.deliveryCount})`;
-  return message;
+  // A CloudEvent (`ce-*` headers, or a structured body) reads as one.
+  return readCloudEvent(message);
 }
 
 /** A running JetStream consumer on the inbox loop; `done` settles when it stops. */

@@ -7,8 +7,17 @@
 import type { Redis } from "ioredis";
 import { InboxConsumer, type Handler, type InboxOptions } from "./inbox.js";
 import { chain } from "./retry.js";
+import { readCloudEvent } from "./cloudevents.js";
 import { Message } from "./message.js";
-import { FIELD_EVENT, FIELD_HEADERS, FIELD_ID, FIELD_KEY, FIELD_PAYLOAD } from "./wire.js";
+import {
+  CE_CONTENT_TYPE,
+  CE_PREFIX,
+  FIELD_EVENT,
+  FIELD_HEADERS,
+  FIELD_ID,
+  FIELD_KEY,
+  FIELD_PAYLOAD,
+} from "./wire.js";
 
 /** Settings of `redisStreamsInboxConsumer`: the inbox's, and the group's. */
 export interface RedisStreamsOptions extends InboxOptions {
@@ -29,7 +38,8 @@ type Entry = [id: string, fields: string[]];
 /**
  * The entry as a handler sees it: id = field `id` (the outbox event id),
  * name = `event`, key = `key`, payload = `payload`, headers = the `headers`
- * field's JSON object.
+ * field's JSON object. An entry with CloudEvents fields is read as a
+ * CloudEvent (`readCloudEvent`).
  */
 export function messageFromEntry(stream: string, [entryId, fields]: Entry): Message {
   const field = new Map<string, string>();
@@ -46,8 +56,13 @@ export function messageFromEntry(stream: string, [entryId, fields]: Entry): Mess
   } catch {
     /* no headers */
   }
+  // CloudEvents fields (`ce-*`, `content-type`) join the headers, and the
+  // entry is read as the CloudEvent it then carries.
+  for (const [name, value] of field) {
+    if (name.startsWith(CE_PREFIX) || name === CE_CONTENT_TYPE) message.headers.push([name, value]);
+  }
   message.source = `redis stream ${stream} entry ${entryId}`;
-  return message;
+  return readCloudEvent(message);
 }
 
 /** A running consumer-group reader; `done` settles when it stops. */

@@ -12,8 +12,9 @@ import {
 } from "@aws-sdk/client-sqs";
 import { InboxConsumer, type Handler, type InboxOptions } from "./inbox.js";
 import { chain } from "./retry.js";
+import { readCloudEvent } from "./cloudevents.js";
 import { Message } from "./message.js";
-import { EVENT, EVENT_ID, HEADERS, KEY } from "./wire.js";
+import { CE_CONTENT_TYPE, CE_PREFIX, EVENT, EVENT_ID, HEADERS, KEY } from "./wire.js";
 
 /** Message attribute with the outbox event id (the inbox's message id). */
 export const ATTR_EVENT_ID = EVENT_ID;
@@ -37,7 +38,8 @@ export interface SqsOptions extends InboxOptions {
 /**
  * The message as a handler sees it: id = the `postbox-event-id` attribute
  * (else SQS's MessageId), topic = the queue's name, name, key and headers
- * from the `postbox-*` attributes (key: else the FIFO group).
+ * from the `postbox-*` attributes (key: else the FIFO group). A CloudEvent
+ * (`ce-*` attributes, or a structured body) is read as one (`readCloudEvent`).
  */
 export function messageFromSqs(queueUrl: string, m: SqsMessage): Message {
   const attr = (name: string) => m.MessageAttributes?.[name]?.StringValue;
@@ -53,8 +55,16 @@ export function messageFromSqs(queueUrl: string, m: SqsMessage): Message {
   } catch {
     /* no headers */
   }
+  // CloudEvents attributes (`ce-*`, `content-type`) join the headers, and the
+  // message is read as the CloudEvent it then carries.
+  for (const [name, value] of Object.entries(m.MessageAttributes ?? {})) {
+    const text = value?.StringValue;
+    if ((name.startsWith(CE_PREFIX) || name === CE_CONTENT_TYPE) && text !== undefined) {
+      message.headers.push([name, text]);
+    }
+  }
   message.source = `sqs ${queue} message ${m.MessageId ?? "?"} (receive ${m.Attributes?.ApproximateReceiveCount ?? "?"})`;
-  return message;
+  return readCloudEvent(message);
 }
 
 /** A running SQS receiver on the inbox loop; `done` settles when it stops. */

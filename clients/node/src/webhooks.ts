@@ -7,6 +7,7 @@ import { Webhook } from "standardwebhooks";
 import { ConsumeError } from "./errors.js";
 import { InboxConsumer, type Handler, type InboxOptions, type Processed } from "./inbox.js";
 import { chain } from "./retry.js";
+import { readCloudEvent } from "./cloudevents.js";
 import { Message } from "./message.js";
 import { EVENT, KEY, TOPIC, WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP } from "./wire.js";
 
@@ -46,8 +47,9 @@ export class WebhookReceiver {
   /**
    * The request as a handler sees it, once its signature and timestamp are
    * checked: id = `webhook-id` (the outbox event id), topic, name and key
-   * from the `postbox-topic`, `postbox-event`, `postbox-key` headers. Throws
-   * when no secret verifies it.
+   * from the `postbox-topic`, `postbox-event`, `postbox-key` headers; a
+   * CloudEvent is read as one (`readCloudEvent`). Throws when no secret
+   * verifies it.
    */
   message(headers: Headers, body: Buffer | string): Message {
     const one = (name: string) => {
@@ -72,7 +74,8 @@ export class WebhookReceiver {
       for (const v of Array.isArray(value) ? value : [value]) message.headers.push([name, v]);
     }
     message.source = `webhook ${message.id}`;
-    return message;
+    // A CloudEvent (HTTP binding, either mode) reads as one.
+    return readCloudEvent(message, one("content-type") ?? null);
   }
 
   /** Verify, then run `handler` through the inbox; answer with the returned status. */

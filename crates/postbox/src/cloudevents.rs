@@ -49,7 +49,7 @@ pub fn read(mut msg: Message, content_type: Option<&str>) -> Message {
         t.to_ascii_lowercase()
             .starts_with("application/cloudevents")
     });
-    let attributes = if structured {
+    let mut attributes = if structured {
         match structured_event(&msg.payload) {
             Some((attributes, data)) => {
                 msg.payload = data;
@@ -73,6 +73,19 @@ pub fn read(mut msg: Message, content_type: Option<&str>) -> Message {
     msg.headers.retain(|(name, _)| {
         !name.eq_ignore_ascii_case(CE_CONTENT_TYPE) && attribute_name(name).is_none()
     });
+    // AMQP's binding sends `time` as an AMQP timestamp (milliseconds since
+    // the epoch); it reads as the RFC 3339 text the other bindings carry.
+    for (name, value) in attributes.iter_mut() {
+        if name == "time" && !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+            if let Some(t) = value
+                .parse()
+                .ok()
+                .and_then(chrono::DateTime::<chrono::Utc>::from_timestamp_millis)
+            {
+                *value = t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+            }
+        }
+    }
     let get = |name: &str| {
         attributes
             .iter()

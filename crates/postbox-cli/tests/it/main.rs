@@ -6,6 +6,7 @@ mod support;
 mod bad_input;
 mod broker_unavailable;
 mod claim;
+mod cloudevents_sdks;
 mod commit_order;
 mod conformance;
 mod console;
