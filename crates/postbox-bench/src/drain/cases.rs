@@ -72,13 +72,33 @@ pub(super) fn table(p: &Params) -> Vec<Case> {
             name: "relay → Redis Streams (script)",
             raw: Some("raw Redis Streams (script), no PostgreSQL"),
             sent: Mark,
-            broker: redis_streams::broker(p, redis_streams::PublishMode::Script),
+            broker: redis_streams::broker(p, redis_streams::PublishMode::Script, None),
+        },
+        Case {
+            name: "relay → Redis Streams (script, CloudEvents binary)",
+            raw: Some("raw Redis Streams (script, CloudEvents binary), no PostgreSQL"),
+            sent: Mark,
+            broker: redis_streams::broker(
+                p,
+                redis_streams::PublishMode::Script,
+                Some(redis_streams::Mode::Binary),
+            ),
+        },
+        Case {
+            name: "relay → Redis Streams (script, CloudEvents structured)",
+            raw: Some("raw Redis Streams (script, CloudEvents structured), no PostgreSQL"),
+            sent: Mark,
+            broker: redis_streams::broker(
+                p,
+                redis_streams::PublishMode::Script,
+                Some(redis_streams::Mode::Structured),
+            ),
         },
         Case {
             name: "relay → Redis Streams (waves)",
             raw: Some("raw Redis Streams (waves), no PostgreSQL"),
             sent: Mark,
-            broker: redis_streams::broker(p, redis_streams::PublishMode::Waves),
+            broker: redis_streams::broker(p, redis_streams::PublishMode::Waves, None),
         },
         Case {
             name: "relay → webhook",

@@ -6,17 +6,26 @@ use crate::{BenchError, Ctx, Params};
 use postbox_redis_streams::redis;
 pub(super) use postbox_redis_streams::PublishMode;
 use postbox_redis_streams::RedisStreamsConfig;
+use postbox_relay::cloudevents::Format;
+pub(super) use postbox_relay::cloudevents::Mode;
 use postbox_relay::{Secret, SinkConfig};
 
 struct RedisStreams {
     url: String,
     publish: PublishMode,
+    /// CloudEvents in this mode, or postbox's format.
+    cloudevents: Option<Mode>,
 }
 
-pub(super) fn broker(p: &Params, publish: PublishMode) -> Result<Box<dyn Broker>, &'static str> {
+pub(super) fn broker(
+    p: &Params,
+    publish: PublishMode,
+    cloudevents: Option<Mode>,
+) -> Result<Box<dyn Broker>, &'static str> {
     Ok(Box::new(RedisStreams {
         url: p.redis_url.clone(),
         publish,
+        cloudevents,
     }))
 }
 
@@ -31,6 +40,11 @@ impl Broker for RedisStreams {
         let sink = RedisStreamsConfig {
             url: Secret::new(self.url.clone()),
             publish: self.publish,
+            format: match self.cloudevents {
+                Some(_) => Format::Cloudevents,
+                None => Format::Postbox,
+            },
+            cloudevents_mode: self.cloudevents.unwrap_or_default(),
             ..Default::default()
         }
         .build(&ctx.p.relay)?;
