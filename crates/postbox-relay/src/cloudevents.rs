@@ -6,7 +6,7 @@
 //! | attribute | from |
 //! |---|---|
 //! | `id` | the event id |
-//! | `source` | `relay.cloudevents_source`, `{database}` and `{schema}` filled in |
+//! | `source` | `relay.cloudevents_sources` for the schema, else `relay.cloudevents_source`; `{database}` and `{schema}` filled in |
 //! | `type` | the event type |
 //! | `subject`, `partitionkey` | the key (absent without one) |
 //! | `time` | `created_at` (RFC 3339, UTC, microseconds) |
@@ -73,8 +73,24 @@ const RESERVED: [&str; 13] = [
 #[derive(Debug, Clone)]
 pub struct CloudEvents {
     mode: Mode,
-    /// `relay.cloudevents_source` with `{database}` filled in.
-    source: String,
+    source: Sources,
+}
+
+/// The `source` of each schema's events: `relay.cloudevents_sources`, else
+/// `relay.cloudevents_source`, with `{database}` filled in.
+#[derive(Debug, Clone)]
+pub struct Sources {
+    /// For schemas not named below; `{schema}` is filled in per event.
+    pub(crate) default: String,
+    /// By schema.
+    pub(crate) per_schema: std::collections::BTreeMap<String, String>,
+}
+
+impl Sources {
+    fn of(&self, schema: &str) -> String {
+        let template = self.per_schema.get(schema).unwrap_or(&self.default);
+        template.replace("{schema}", schema)
+    }
 }
 
 impl CloudEvents {
@@ -90,7 +106,7 @@ impl CloudEvents {
         }
         Ok(Some(CloudEvents {
             mode,
-            source: relay.cloudevents_source()?,
+            source: relay.cloudevents_sources()?,
         }))
     }
 
@@ -113,7 +129,7 @@ impl CloudEvents {
         let mut attributes: Vec<(String, String)> = vec![
             ("specversion".into(), CE_SPECVERSION.into()),
             ("id".into(), e.event_id.to_string()),
-            ("source".into(), self.source.replace("{schema}", &e.schema)),
+            ("source".into(), self.source.of(&e.schema)),
             ("type".into(), e.event.clone()),
             ("time".into(), at),
             ("datacontenttype".into(), CE_DATA_CONTENT_TYPE.into()),
@@ -318,10 +334,16 @@ mod tests {
     const TP: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
     fn writer() -> CloudEvents {
-        CloudEvents {
-            mode: Mode::Binary,
-            source: source("//postbox/{database}/{schema}", "shop").unwrap(),
-        }
+        let relay = Config {
+            database_url: crate::Secret::new("postgres://u@h/shop"),
+            schemas: vec!["sales".into(), "billing".into()],
+            cloudevents_sources: [("billing".into(), "https://shop.example/{schema}".into())]
+                .into(),
+            ..Config::default()
+        };
+        CloudEvents::for_sink(Format::Cloudevents, Mode::Binary, &relay)
+            .unwrap()
+            .expect("a writer")
     }
 
     #[test]
@@ -349,6 +371,14 @@ mod tests {
             others,
             vec![("X-Num".into(), "42".into()), ("id".into(), "mine".into())]
         );
+        let mut e = e.clone();
+        e.schema = "billing".into();
+        let billing = w.event(&e).unwrap();
+        assert_eq!(
+            billing.attribute("source"),
+            Some("https://shop.example/billing"),
+            "a schema's own source"
+        );
         let binary: Vec<(String, &str)> = ce.binary("ce_").collect();
         assert!(binary.contains(&("ce_type".into(), "e")));
         assert!(!binary.iter().any(|(n, _)| n == "ce_datacontenttype"));
@@ -367,6 +397,29 @@ mod tests {
         assert!(
             err.is_rejected() && err.to_string().contains("type"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn a_source_for_a_schema_the_relay_does_not_serve_is_refused() {
+        let relay = Config {
+            database_url: crate::Secret::new("postgres://h/shop"),
+            cloudevents_sources: [("salse".into(), "urn:x".into())].into(),
+            ..Config::default()
+        };
+        let e = relay.cloudevents_sources().unwrap_err().to_string();
+        assert!(
+            e.contains("cloudevents_sources") && e.contains("\"salse\""),
+            "{e}"
+        );
+        let relay = Config {
+            cloudevents_sources: [("postbox".into(), "a b".into())].into(),
+            ..relay
+        };
+        let e = relay.cloudevents_sources().unwrap_err().to_string();
+        assert!(
+            e.contains("postbox: ") && e.contains("URI reference"),
+            "{e}"
         );
     }
 

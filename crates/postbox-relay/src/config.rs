@@ -131,6 +131,9 @@ pub struct Config {
     /// `format = "cloudevents"`: a URI reference in which `{database}` and
     /// `{schema}` stand for the outbox's database and schema.
     pub cloudevents_source: String,
+    /// Per-schema CloudEvents sources, over `cloudevents_source`
+    /// (`[relay.cloudevents_sources] sales = "https://shop.example/sales"`).
+    pub cloudevents_sources: std::collections::BTreeMap<String, String>,
 }
 
 impl crate::Section for Config {
@@ -182,6 +185,7 @@ impl Default for Config {
             retention_batch: 1000,
             stats_interval: Duration::from_secs(5),
             cloudevents_source: "//postbox/{database}/{schema}".into(),
+            cloudevents_sources: Default::default(),
         }
     }
 }
@@ -242,20 +246,37 @@ impl Config {
         self.database_url.expose().parse()
     }
 
-    /// `cloudevents_source`, checked, with `{database}` filled in (the
-    /// database `database_url` names, else its user's, as libpq defaults).
-    pub fn cloudevents_source(&self) -> Result<String, ConfigError> {
+    /// `cloudevents_source` and `cloudevents_sources`, checked, with
+    /// `{database}` filled in (the database `database_url` names, else its
+    /// user's, as libpq defaults).
+    pub fn cloudevents_sources(&self) -> Result<crate::cloudevents::Sources, ConfigError> {
         let options = self.servers().map(|s| s.options()).ok();
         let database = options
             .as_ref()
             .and_then(|o| o.get_database().or(Some(o.get_username())))
             .unwrap_or_default()
             .to_owned();
-        crate::cloudevents::source(&self.cloudevents_source, &database).map_err(|reason| {
-            ConfigError {
-                field: "cloudevents_source",
-                reason,
+        let err = |field, reason| ConfigError { field, reason };
+        let default = crate::cloudevents::source(&self.cloudevents_source, &database)
+            .map_err(|reason| err("cloudevents_source", reason))?;
+        let mut per_schema = std::collections::BTreeMap::new();
+        for (schema, template) in &self.cloudevents_sources {
+            if !self.schemas.contains(schema) {
+                return Err(err(
+                    "cloudevents_sources",
+                    format!(
+                        "names schema {schema:?}, which this relay does not serve (schemas: {})",
+                        self.schemas.join(", ")
+                    ),
+                ));
             }
+            let source = crate::cloudevents::source(template, &database)
+                .map_err(|reason| err("cloudevents_sources", format!("{schema}: {reason}")))?;
+            per_schema.insert(schema.clone(), source);
+        }
+        Ok(crate::cloudevents::Sources {
+            default,
+            per_schema,
         })
     }
 
@@ -282,7 +303,7 @@ impl Config {
         if let Err(e) = self.servers() {
             return err("database_url", e.to_string());
         }
-        self.cloudevents_source()?;
+        self.cloudevents_sources()?;
         if self.schemas.is_empty() {
             return err("schemas", "empty: name at least one schema".into());
         }

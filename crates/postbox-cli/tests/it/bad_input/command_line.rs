@@ -297,6 +297,11 @@ fn cloudevents_settings_are_checked_by_name() {
             "{source:?}: {out}"
         );
     }
+    let out = run(&["--cloudevents-sources", "salse=urn:sales"]);
+    assert!(
+        out.contains("cloudevents_sources") && out.contains("\"salse\""),
+        "{out}"
+    );
     for (sink, setting) in [("kafka", "value"), ("webhook", "body")] {
         let mut args = vec!["--sink", sink, "--kafka-value", "envelope"];
         if sink == "webhook" {
