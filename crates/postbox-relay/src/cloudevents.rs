@@ -138,27 +138,25 @@ impl CloudEvents {
             attributes.push(("subject".into(), key.clone()));
             attributes.push(("partitionkey".into(), key.clone()));
         }
-        let trace = crate::headers::trace_context(e);
-        if let Some(tc) = &trace {
-            attributes.push((TRACEPARENT.into(), tc.traceparent.clone()));
-            if let Some(ts) = &tc.tracestate {
-                attributes.push((TRACESTATE.into(), ts.clone()));
-            }
-        }
+        // The one rule every sink forwards headers by: a malformed trace
+        // context is already dropped (and counted once) here.
         let mut headers = Vec::new();
+        let mut trace = Vec::new();
         for (name, value) in crate::headers::forwarded(e) {
             if name == TRACEPARENT || name == TRACESTATE {
-                continue;
-            }
-            if is_extension_name(name) {
+                trace.push((name.to_owned(), value));
+            } else if is_extension_name(name) {
                 attributes.push((name.to_owned(), value));
             } else {
                 headers.push((name.to_owned(), value));
             }
         }
+        trace.sort();
+        attributes.extend(trace.iter().cloned());
         Ok(CloudEvent {
             attributes,
             headers,
+            trace,
             data: &e.payload,
         })
     }
@@ -169,8 +167,8 @@ impl CloudEvents {
 pub struct Wire {
     /// `content-type` first (`application/json` in binary mode,
     /// `application/cloudevents+json` in structured mode), then the
-    /// attributes as `<prefix><name>` (binary mode), then the row's headers
-    /// that are no attribute.
+    /// attributes as `<prefix><name>` (binary mode), then the trace context
+    /// under its own names and the row's headers that are no attribute.
     pub headers: Vec<(String, String)>,
     /// The payload (binary mode) or the JSON-format event (structured).
     pub body: Vec<u8>,
@@ -237,6 +235,7 @@ impl CloudEvents {
                 event.structured()
             }
         };
+        headers.extend(event.trace().iter().cloned());
         headers.extend(event.headers().iter().cloned());
         Ok(Wire { headers, body })
     }
@@ -257,6 +256,8 @@ pub fn is_extension_name(name: &str) -> bool {
 pub struct CloudEvent<'e> {
     attributes: Vec<(String, String)>,
     headers: Vec<(String, String)>,
+    /// `traceparent` (and `tracestate`), also attributes.
+    trace: Vec<(String, String)>,
     data: &'e Value,
 }
 
@@ -282,6 +283,14 @@ impl CloudEvent<'_> {
     /// sent as the protocol's own headers, as in postbox's format.
     pub fn headers(&self) -> &[(String, String)] {
         &self.headers
+    }
+
+    /// The trace context (`traceparent`, `tracestate`), which is also among
+    /// the attributes: sent under its own names too where the protocol has
+    /// headers, for tracing instrumentation that knows nothing of
+    /// CloudEvents.
+    pub fn trace(&self) -> &[(String, String)] {
+        &self.trace
     }
 
     /// The data (binary mode's body): the payload's JSON text.

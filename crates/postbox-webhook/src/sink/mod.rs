@@ -285,19 +285,11 @@ impl Sink for WebhookSink {
         let mut headers = HeaderMap::new();
         header(&mut headers, HEADER_ID, &id)?;
         header(&mut headers, HEADER_TOPIC, &e.topic)?;
-        // The one rule every sink forwards headers by (bad trace context dropped).
-        let forwarded = postbox_relay::headers::forwarded(e);
         let body = if let Some(ce) = &self.cloudevents {
-            // The HTTP binding; the trace context also keeps its own
-            // headers, for HTTP tracing.
+            // The HTTP binding.
             let wire = ce.wire(e, Binding::Http)?;
             for (name, text) in &wire.headers {
                 header(&mut headers, name, text)?;
-            }
-            for (name, text) in &forwarded {
-                if *name == postbox::trace::TRACEPARENT || *name == postbox::trace::TRACESTATE {
-                    header(&mut headers, name, text)?;
-                }
             }
             wire.body
         } else {
@@ -306,8 +298,9 @@ impl Sink for WebhookSink {
             if let Some(key) = &e.key {
                 header(&mut headers, HEADER_KEY, key)?;
             }
-            for (name, text) in &forwarded {
-                header(&mut headers, name, text)?;
+            // The one rule every sink forwards headers by (bad trace context dropped).
+            for (name, text) in postbox_relay::headers::forwarded(e) {
+                header(&mut headers, name, &text)?;
             }
             match self.config.body {
                 BodyFormat::Payload => serde_json::to_vec(&e.payload),
