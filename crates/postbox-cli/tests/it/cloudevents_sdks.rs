@@ -5,6 +5,7 @@
 //! applies) as one message with every attribute.
 
 use crate::node_interop::node;
+use crate::support::python;
 use postbox::Message;
 use serde_json::Value;
 
@@ -13,7 +14,7 @@ const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-
 #[tokio::test]
 async fn events_the_official_sdks_write_read_as_messages() {
     let node_out = node("cloudevents_make.mjs", &[]).await.join("");
-    let python_out = python_make().await;
+    let python_out = python("cloudevents_make.py", &[]).await;
     let mut wires: Vec<Value> = serde_json::from_str(&node_out).unwrap();
     wires.extend(serde_json::from_str::<Vec<Value>>(&python_out).unwrap());
     assert_eq!(wires.len(), 4 + 8, "every writer: {wires:?}");
@@ -50,25 +51,4 @@ async fn events_the_official_sdks_write_read_as_messages() {
             .unwrap_or_else(|| panic!("{writer}: {m:?}"));
         assert_eq!(tc.traceparent, TRACEPARENT, "{writer}");
     }
-}
-
-/// `tests/python/cloudevents_make.py`: its output.
-async fn python_make() -> String {
-    let python = std::env::var("POSTBOX_TEST_PYTHON")
-        .expect("POSTBOX_TEST_PYTHON is not set: run the tests through ./scripts/test.sh");
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/python/cloudevents_make.py"
-    );
-    let out = tokio::process::Command::new(python)
-        .arg(script)
-        .output()
-        .await
-        .expect("run cloudevents_make.py");
-    assert!(
-        out.status.success(),
-        "cloudevents_make.py: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }

@@ -78,7 +78,7 @@ async fn sdks_parse<F: BrokerFixture>(mode: &str) {
     std::fs::write(&file, serde_json::to_vec(&wires).unwrap()).unwrap();
     let path = file.to_str().unwrap();
     let node_out = crate::node_interop::node("cloudevents_parse.mjs", &[path]).await;
-    let python_out = python_parse(path).await;
+    let python_out = python("cloudevents_parse.py", &[path]).await;
     let rows = rows_with_time(&ctx).await;
     for (sdk, out) in [("node", node_out.join("")), ("python", python_out)] {
         let parsed: Vec<Value> = serde_json::from_str(&out).expect("the SDK's JSON");
@@ -126,27 +126,6 @@ fn check_event<F: BrokerFixture>(
     }
     assert_eq!(Value::Object(attributes), expected, "{sdk} {mode}: {event}");
     assert_eq!(event["data"], row.payload, "{sdk} {mode}: data");
-}
-
-/// `tests/python/cloudevents_parse.py <file>`: its output.
-async fn python_parse(file: &str) -> String {
-    let python = std::env::var("POSTBOX_TEST_PYTHON")
-        .expect("POSTBOX_TEST_PYTHON is not set: run the tests through ./scripts/test.sh");
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/python/cloudevents_parse.py"
-    );
-    let out = tokio::process::Command::new(python)
-        .args([script, file])
-        .output()
-        .await
-        .expect("run cloudevents_parse.py");
-    assert!(
-        out.status.success(),
-        "cloudevents_parse.py: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
 
 /// Outbox rows by event id, with their `created_at`.

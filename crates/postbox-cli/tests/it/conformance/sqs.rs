@@ -191,21 +191,7 @@ pub(crate) async fn topic_with_a_queue(
 
 /// What boto3 read: at least `n` messages.
 pub(crate) async fn boto3_read(moto: &MotoServer, queue_url: &str, n: usize) -> Vec<Value> {
-    let python = std::env::var("POSTBOX_TEST_PYTHON")
-        .expect("POSTBOX_TEST_PYTHON is not set: run the tests through ./scripts/test.sh");
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/python/sqs_read.py"
-    );
-    let out = tokio::process::Command::new(python)
-        .args([script, &moto.url(), queue_url, &n.to_string(), "30"])
-        .output()
-        .await
-        .expect("run sqs_read.py");
-    assert!(
-        out.status.success(),
-        "sqs_read.py: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    let n = n.to_string();
+    let out = python("sqs_read.py", &[&moto.url(), queue_url, &n, "30"]).await;
+    serde_json::from_str(&out).unwrap()
 }

@@ -376,6 +376,26 @@ pub async fn postbox(args: &[&str]) -> (bool, String) {
     (out.status.success(), text)
 }
 
+/// `python tests/python/<script> <args>` with the test command's Python (its
+/// venv holds the pinned peers): its stdout, or a panic with its stderr.
+pub async fn python(script: &str, args: &[&str]) -> String {
+    let python = std::env::var("POSTBOX_TEST_PYTHON")
+        .expect("POSTBOX_TEST_PYTHON is not set: run the tests through ./scripts/test.sh");
+    let path = format!("{}/../../tests/python/{script}", env!("CARGO_MANIFEST_DIR"));
+    let out = tokio::process::Command::new(python)
+        .arg(&path)
+        .args(args)
+        .output()
+        .await
+        .unwrap_or_else(|e| panic!("run {script}: {e}"));
+    assert!(
+        out.status.success(),
+        "{script} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8 output")
+}
+
 impl Ctx {
     /// A login role of this test given `postbox grant --as <what>` on its
     /// schema, and the database URL that logs in as it; [`drop_role`] after.
