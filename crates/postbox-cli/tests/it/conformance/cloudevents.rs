@@ -79,7 +79,7 @@ async fn sdks_parse<F: BrokerFixture>(mode: &str) {
     let path = file.to_str().unwrap();
     let node_out = crate::node_interop::node("cloudevents_parse.mjs", &[path]).await;
     let python_out = python("cloudevents_parse.py", &[path]).await;
-    let rows = rows_with_time(&ctx).await;
+    let rows = rows(&ctx).await;
     for (sdk, out) in [("node", node_out.join("")), ("python", python_out)] {
         let parsed: Vec<Value> = serde_json::from_str(&out).expect("the SDK's JSON");
         assert_eq!(parsed.len(), 2, "{sdk}: {out}");
@@ -100,15 +100,16 @@ fn check_event<F: BrokerFixture>(
     sdk: &str,
     mode: &str,
     event: &Value,
-    rows: &HashMap<String, (Row, chrono::DateTime<chrono::Utc>)>,
+    rows: &HashMap<String, Row>,
     source: &str,
 ) {
     let mut attributes = event["attributes"].as_object().unwrap().clone();
     let id = attributes["id"].as_str().unwrap().to_owned();
-    let (row, created) = rows.get(&id).unwrap_or_else(|| panic!("{sdk}: id {id}"));
+    let row = rows.get(&id).unwrap_or_else(|| panic!("{sdk}: id {id}"));
+    let created = row.created_at;
     let time = attributes.remove("time").expect("time");
     let time = chrono::DateTime::parse_from_rfc3339(time.as_str().unwrap()).unwrap();
-    let off = (time.with_timezone(&chrono::Utc) - *created)
+    let off = (time.with_timezone(&chrono::Utc) - created)
         .num_microseconds()
         .unwrap();
     assert!(off.abs() < 1000, "{sdk}: time {time} for {created}");
@@ -126,25 +127,6 @@ fn check_event<F: BrokerFixture>(
     }
     assert_eq!(Value::Object(attributes), expected, "{sdk} {mode}: {event}");
     assert_eq!(event["data"], row.payload, "{sdk} {mode}: data");
-}
-
-/// Outbox rows by event id, with their `created_at`.
-async fn rows_with_time(ctx: &Ctx) -> HashMap<String, (Row, chrono::DateTime<chrono::Utc>)> {
-    let times: Vec<(String, chrono::DateTime<chrono::Utc>)> = sqlx::query_as(&format!(
-        "SELECT event_id::text, created_at FROM {}.outbox",
-        ctx.schema
-    ))
-    .fetch_all(&ctx.pool)
-    .await
-    .unwrap();
-    let mut rows = rows(ctx).await;
-    times
-        .into_iter()
-        .map(|(id, at)| {
-            let row = rows.remove(&id).unwrap();
-            (id, (row, at))
-        })
-        .collect()
 }
 
 /// Every message the handler was given.
@@ -187,9 +169,9 @@ async fn consumers_read<F: ConsumerFixture>(mode: &str) {
     .await;
     stop.cancel();
     let _ = tokio::time::timeout(LONG, task).await;
-    let rows = rows_with_time(&ctx).await;
+    let rows = rows(&ctx).await;
     for m in seen.0.lock().unwrap().iter() {
-        let (row, _) = rows
+        let row = rows
             .get(&m.id)
             .unwrap_or_else(|| panic!("an event id: {m:?}"));
         assert_eq!(m.event(), "test.event", "{m:?}");

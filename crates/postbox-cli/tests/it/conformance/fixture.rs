@@ -40,6 +40,7 @@ pub struct Row {
     pub seq: i64,
     pub payload: Value,
     pub headers: Value,
+    pub created_at: chrono::DateTime<chrono::Utc>,
 }
 
 /// An event a sink must refuse: its topic and key, the payload padded by

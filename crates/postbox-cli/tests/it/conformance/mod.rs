@@ -144,15 +144,23 @@ pub fn traceparent(i: usize) -> String {
 
 /// Outbox rows by event id.
 pub(super) async fn rows(ctx: &Ctx) -> HashMap<String, Row> {
-    sqlx::query_as::<_, (String, String, String, Value, Value)>(&format!(
-        "SELECT event_id::text, topic, key, payload, headers FROM {}.outbox",
+    type Columns = (
+        String,
+        String,
+        String,
+        Value,
+        Value,
+        chrono::DateTime<chrono::Utc>,
+    );
+    sqlx::query_as::<_, Columns>(&format!(
+        "SELECT event_id::text, topic, key, payload, headers, created_at FROM {}.outbox",
         ctx.schema
     ))
     .fetch_all(&ctx.pool)
     .await
     .unwrap()
     .into_iter()
-    .map(|(id, topic, key, payload, headers)| {
+    .map(|(id, topic, key, payload, headers, created_at)| {
         let seq = payload["seq"].as_i64().unwrap_or(0);
         let row = Row {
             topic,
@@ -160,6 +168,7 @@ pub(super) async fn rows(ctx: &Ctx) -> HashMap<String, Row> {
             seq,
             payload,
             headers,
+            created_at,
         };
         (id, row)
     })
