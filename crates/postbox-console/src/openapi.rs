@@ -65,6 +65,45 @@ fn act(summary: &str) -> Value {
     }})
 }
 
+/// One relay instance of a schema's status (`ops::status::Instance`).
+fn relay() -> Value {
+    let opt = |ty: &str| json!({"type": [ty, "null"]});
+    let time = json!({"type": ["string", "null"], "format": "date-time"});
+    json!({"type": "object", "properties": {
+        "instance": {"type": "string", "description": "`postbox-relay:<pid>:<id>@<version>`: the prefix of its sessions' application_name (without `@<version>` for a relay known by its health record alone)."},
+        "version": opt("string"), "process_id": opt("integer"),
+        "sessions": {"type": "integer", "description": "Its worker sessions on this schema (0 for a relay standing by, or one whose sessions ended)."},
+        "backend_pids": {"type": "array", "items": {"type": "integer"}},
+        "partitions": {"type": "array", "items": {"type": "integer"}},
+        "partition_ranges": {"type": "string"},
+        "client_addr": opt("string"), "session_start": time.clone(), "last_active": time,
+        "state": {"type": "string", "enum": ["publishing", "cannot_publish", "standing_by", "stale", "unknown"],
+            "description": "publishing: every sink publishes. cannot_publish: a sink cannot publish and it owns partitions, whose events wait. standing_by: a sink cannot publish; it owns nothing while relays that can publish serve. stale: its health record was not renewed (killed, or cut off from PostgreSQL). unknown: no health record (a relay before migration 0013, or not a relay)."},
+        "summary": {"type": "string", "description": "The state in words: which sink, since when, why, and what happens to its partitions."},
+        "health": {"oneOf": [{"$ref": "#/components/schemas/RelayHealth"}, {"type": "null"}]}
+    }})
+}
+
+/// A relay's own report (`outbox_relays`, migration 0013).
+fn relay_health() -> Value {
+    let time = json!({"type": ["string", "null"], "format": "date-time"});
+    let sink = json!({"type": "object", "properties": {
+        "sink": {"type": "string"}, "state": {"type": "string", "enum": ["publishing", "unavailable"]},
+        "since": time.clone(), "error": {"type": ["string", "null"]}, "last_publish_at": time.clone()}});
+    json!({"type": "object", "properties": {
+        "version": {"type": "string"}, "host": {"type": "string"},
+        "started_at": {"type": "string", "format": "date-time"}, "reported_at": {"type": "string", "format": "date-time"},
+        "stale": {"type": "boolean"}, "reported_seconds_ago": {"type": "number"},
+        "taking_partitions": {"type": "boolean", "description": "False while it stands by."},
+        "owned_partitions": {"type": "integer"},
+        "unavailable_since": time.clone(), "unavailable_seconds": {"type": ["number", "null"]},
+        "last_publish_at": time.clone(),
+        "confirmed_at": time,
+        "sent_last_interval": {"type": "integer"}, "interval_ms": {"type": "integer"},
+        "sinks": {"type": "array", "items": sink}
+    }})
+}
+
 /// `GET /api/v1/openapi.json`: no sign-in needed (it holds no data).
 pub(crate) async fn document() -> Json<Value> {
     Json(json!({
@@ -165,8 +204,13 @@ pub(crate) async fn document() -> Json<Value> {
                     "retrying": {"type": "integer"}, "dead_letters": {"type": "integer"}, "consumer_dead_letters": {"type": "integer"},
                     "scheduled": {"type": "integer"}, "next_scheduled_in_seconds": {"type": ["number", "null"]},
                     "topics": {"type": "array", "items": {"type": "object"}}, "consumers": {"type": "array", "items": {"type": "object"}},
-                    "relays": {"type": "array", "items": {"type": "object"}}, "partitions_owned": {"type": "integer"},
-                    "partitions_unowned": {"type": "string"}}}
+                    "relays": {"type": "array", "items": {"$ref": "#/components/schemas/Relay"}},
+                    "relays_cannot_publish": {"type": "integer", "description": "Relays that own partitions while a sink of theirs cannot publish: their keys wait."},
+                    "relays_stale": {"type": "integer", "description": "Relays whose health record was not renewed in time."},
+                    "partitions_owned": {"type": "integer"},
+                    "partitions_unowned": {"type": "string"}}},
+                "Relay": relay(),
+                "RelayHealth": relay_health()
             }
         }
     }))

@@ -7,19 +7,18 @@
 //! only that batches were not acknowledged in time.
 //!
 //! The check is the sink's own (`Destination::check`: a PING, a metadata
-//! request, a channel, a TCP connect) and decides nothing: workers keep
-//! retrying by their backoff whatever it says. The gauge
-//! `postbox_broker_reachable{sink}` is 1 or 0 after each check.
+//! request, a channel, a TCP connect). Workers keep retrying by their
+//! backoff whatever it says; what it finds goes to the sink's health
+//! (`health`), where a relay that cannot reach its broker decides to give
+//! its partitions to relays that can. Each sink of a relay with routes is
+//! checked on its own. The gauge `postbox_broker_reachable{sink}` is 1 or 0
+//! after each check.
 
+use crate::health::SinkHealth;
 use crate::{Destination, SinkError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
-
-/// How often a reachable broker is checked.
-const WHILE_UP: Duration = Duration::from_secs(15);
-/// How often an unreachable one is (its return is logged within this).
-const WHILE_DOWN: Duration = Duration::from_secs(2);
 
 /// What the last check found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,28 +58,64 @@ pub(crate) fn transition(
     }
 }
 
-/// Check `sink` until `shutdown`, logging each change (see the module).
+/// How often a broker is checked: `up` while it answers, `down` while it
+/// does not; at once when a publish fails or is slow.
+pub(crate) struct Every {
+    pub up: Duration,
+    pub down: Duration,
+    /// A check unanswered this long fails.
+    pub timeout: Duration,
+    /// A check unanswered this long counts as a failure for the sink's
+    /// health already (`unavailable_after` decides soon), while the check
+    /// goes on to `timeout` for the cause the log names.
+    pub verdict: Duration,
+}
+
+/// Check one sink until `shutdown`, logging each change (see the module) and
+/// telling its health what each check found.
 pub(crate) async fn watch(
+    tracked: Arc<SinkHealth>,
     sink: Arc<dyn Destination>,
     target: Arc<str>,
-    timeout: Duration,
+    every: Every,
     shutdown: CancellationToken,
 ) {
     let name = sink.name();
     let mut last: Option<Reach> = None;
     let mut down_since: Option<Instant> = None;
     loop {
-        let now = match tokio::select! {
-            r = tokio::time::timeout(timeout, sink.check()) => r,
+        let started = Instant::now();
+        let check = tokio::time::timeout(every.timeout, sink.check());
+        tokio::pin!(check);
+        let answer = tokio::select! {
+            r = &mut check => r,
+            () = tokio::time::sleep(every.verdict) => {
+                tracked.checked(started, Err(format!(
+                    "no answer within {}",
+                    humantime_serde::re::humantime::format_duration(every.verdict)
+                )));
+                tokio::select! {
+                    r = &mut check => r,
+                    () = shutdown.cancelled() => return,
+                }
+            }
             () = shutdown.cancelled() => return,
-        } {
+        };
+        let now = match answer {
             Ok(Ok(())) => Reach::Up,
             Ok(Err(e)) => Reach::Down(cause(&e)),
             Err(_) => Reach::Down(format!(
                 "no answer within {}",
-                humantime_serde::re::humantime::format_duration(timeout)
+                humantime_serde::re::humantime::format_duration(every.timeout)
             )),
         };
+        tracked.checked(
+            started,
+            match &now {
+                Reach::Up => Ok(()),
+                Reach::Down(cause) => Err(cause.clone()),
+            },
+        );
         metrics::gauge!("postbox_broker_reachable", "sink" => name).set(if now == Reach::Up {
             1.0
         } else {
@@ -103,14 +138,15 @@ pub(crate) async fn watch(
                 sink.reset().await;
             }
         }
-        let every = if now == Reach::Up {
-            WHILE_UP
+        let pause = if now == Reach::Up {
+            every.up
         } else {
-            WHILE_DOWN
+            every.down
         };
         last = Some(now);
         tokio::select! {
-            () = tokio::time::sleep(every) => {}
+            () = tokio::time::sleep(pause) => {}
+            () = tracked.suspect.notified() => {}
             () = shutdown.cancelled() => return,
         }
     }
@@ -118,7 +154,7 @@ pub(crate) async fn watch(
 
 /// The cause without the class prefix `SinkError`'s display adds (the log
 /// line says "unavailable" already), with its sources.
-fn cause(e: &SinkError) -> String {
+pub(crate) fn cause(e: &SinkError) -> String {
     let mut text = match e {
         SinkError::Transient { message, .. } | SinkError::Rejected { message, .. } => {
             message.clone()

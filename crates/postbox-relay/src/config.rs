@@ -73,6 +73,21 @@ pub struct Config {
     #[serde(with = "humantime_serde")]
     #[schemars(with = "crate::HumanDuration")]
     pub session_timeout: Duration,
+    /// How long a sink may be unable to publish (its broker's check fails)
+    /// before this relay gives its partitions to relays that can, and takes
+    /// none until its broker answers again. Only when another relay has
+    /// published or reached its broker since the outage began: when no relay
+    /// can publish, nobody moves. `0s`: ownership ignores health.
+    #[serde(with = "humantime_serde")]
+    #[schemars(with = "crate::HumanDuration")]
+    pub unavailable_after: Duration,
+    /// How often the relay records its health in each schema's
+    /// `outbox_relays` (what `postbox status`, the console and the other
+    /// relays read) and reads the other relays' records. A record not
+    /// renewed within three of these is stale.
+    #[serde(with = "humantime_serde")]
+    #[schemars(with = "crate::HumanDuration")]
+    pub health_interval: Duration,
     /// First backoff after a transient failure (broker or database down).
     #[serde(with = "humantime_serde")]
     #[schemars(with = "crate::HumanDuration")]
@@ -171,6 +186,8 @@ impl Default for Config {
             keeping_up_workers: 1,
             publish_timeout: Duration::from_secs(10),
             session_timeout: Duration::from_secs(30),
+            unavailable_after: Duration::from_secs(3),
+            health_interval: Duration::from_secs(1),
             backoff_min: Duration::from_millis(100),
             backoff_max: Duration::from_secs(5),
             max_attempts: 10,
@@ -353,6 +370,7 @@ impl Config {
             ("dead_letter_retention", self.dead_letter_retention),
             ("maintenance_interval", self.maintenance_interval),
             ("stats_interval", self.stats_interval),
+            ("health_interval", self.health_interval),
         ] {
             if d.is_zero() {
                 return err(field, "must be greater than zero".into());

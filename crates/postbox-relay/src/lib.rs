@@ -19,6 +19,7 @@ mod failpoint;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod headers;
+mod health;
 mod maintenance;
 mod partitions;
 mod plan;

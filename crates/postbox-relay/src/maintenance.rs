@@ -1,6 +1,8 @@
 //! Maintenance: retention of sent outbox rows, inbox rows and dead letters in
 //! small batches (one runner per schema at a time, by advisory lock), the
-//! pending/lag gauges, and the delivered counts the console charts.
+//! pending/lag gauges, the relays' fleet gauge (`postbox_relays{schema,
+//! state}`, from their health records), and the delivered counts the
+//! console charts.
 
 use crate::stats::Stats;
 use crate::Config;
@@ -110,6 +112,17 @@ async fn gauges(
         }
         metrics::gauge!("postbox_schema_pending_events", "schema" => schema.to_string())
             .set(total as f64);
+        let states: Vec<(String, i64)> = sqlx::query_as(&q.relay_health_states)
+            .fetch_all(&mut *c)
+            .await?;
+        for state in ["publishing", "cannot_publish", "standing_by", "stale"] {
+            let n = states
+                .iter()
+                .find(|(s, _)| s == state)
+                .map_or(0, |(_, n)| *n);
+            metrics::gauge!("postbox_relays", "schema" => schema.to_string(), "state" => state)
+                .set(n as f64);
+        }
         // Deprecated: a gauge named like a counter. Kept for one release.
         metrics::gauge!("postbox_pending_events_total", "schema" => schema.to_string())
             .set(total as f64);
@@ -125,8 +138,12 @@ async fn retention(
     schema: &SchemaName,
     q: &Queries,
 ) -> Result<(), sqlx::Error> {
-    // A day of per-minute counts: small, so one statement, no lock.
+    // A day of per-minute counts, and the records of relays gone for an
+    // hour: small, so one statement each, no lock.
     sqlx::query(&q.outbox_delivered_retention_delete)
+        .execute(&mut *c)
+        .await?;
+    sqlx::query(&q.relay_health_retention_delete)
         .execute(&mut *c)
         .await?;
     for (table, sql, keep) in [

@@ -154,22 +154,28 @@ pub struct Relay {
     /// Where the sink publishes, for the broker's reachability log lines.
     target: Arc<str>,
     stats: Arc<Stats>,
+    /// Each sink's health and each schema's standing (`health`).
+    health: Arc<crate::health::Health>,
 }
 
 impl Relay {
     /// Validate `config` and build a relay publishing to `sink`.
     pub fn new(config: Config, sink: Arc<dyn Destination>) -> Result<Self, RelayError> {
-        config.validate()?;
+        let schemas = config.validate()?;
         let servers = Arc::new(config.servers().map_err(|e| ConfigError {
             field: "database_url",
             reason: e.to_string(),
         })?);
+        let mut health = crate::health::Health::new(&schemas);
+        let target = sink.name().into();
+        let sink = health.watch(sink, config.health_interval);
         Ok(Relay {
             config,
             servers,
-            target: sink.name().into(),
+            target,
             sink,
             stats: Arc::new(Stats::default()),
+            health: Arc::new(health),
         })
     }
 
@@ -273,8 +279,26 @@ impl Relay {
         let mut tasks = Tasks::default();
         let mut wakers = HashMap::new();
         for schema in &schemas {
-            let signals = wake::SchemaSignals::new();
-            wakers.insert(schema.to_string(), signals.clone());
+            wakers.insert(schema.to_string(), wake::SchemaSignals::new());
+        }
+        // Whether this relay takes partitions is known before its workers
+        // start: one that cannot reach its broker does not take partitions
+        // from relays that can (`health`).
+        let mut recorder = crate::health::Recorder::new(
+            config.clone(),
+            self.servers.clone(),
+            self.health.clone(),
+            wakers.clone(),
+            &instance,
+        );
+        first_checks(&self.health, &config).await;
+        recorder.round().await;
+        tasks.spawn(
+            "health".into(),
+            crate::health::record(recorder, shutdown.clone()),
+        );
+        for schema in &schemas {
+            let signals = wakers[schema.as_str()].clone();
             let crew = Arc::new(crate::worker::Crew::new(&config, schema.as_str()));
             for n in 0..config.workers {
                 let worker = Worker::new(
@@ -287,6 +311,7 @@ impl Relay {
                         instance: instance.clone(),
                         servers: self.servers.clone(),
                         crew: crew.clone(),
+                        health: self.health.clone(),
                     },
                     signals.clone(),
                     shutdown.clone(),
@@ -331,17 +356,18 @@ impl Relay {
                 ),
             );
         }
-        tasks.spawn(
-            "broker".into(),
-            crate::broker_watch::watch(
-                self.sink.clone(),
-                self.target.clone(),
-                config
-                    .publish_timeout
-                    .min(std::time::Duration::from_secs(5)),
-                shutdown.clone(),
-            ),
-        );
+        for tracked in &self.health.sinks {
+            tasks.spawn(
+                format!("broker {}", tracked.health.name),
+                crate::broker_watch::watch(
+                    tracked.health.clone(),
+                    tracked.sink.clone(),
+                    self.target.clone(),
+                    check_pace(&config),
+                    shutdown.clone(),
+                ),
+            );
+        }
         // Every schema, logical ones too: no trigger NOTIFYs for those, but a
         // schema switched to a NOTIFY policy while the relay runs is served.
         tasks.spawn(
@@ -368,6 +394,54 @@ impl Relay {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+}
+
+/// Check every sink once, so the first health round knows whether this
+/// relay can publish.
+async fn first_checks(health: &crate::health::Health, config: &Config) {
+    let timeout = check_pace(config).verdict;
+    let checks = health.sinks.iter().map(|t| async move {
+        let started = std::time::Instant::now();
+        let result = match tokio::time::timeout(timeout, t.sink.check()).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(crate::broker_watch::cause(&e)),
+            Err(_) => Err(format!(
+                "no answer within {}",
+                postbox::display_duration(timeout)
+            )),
+        };
+        t.health.checked(started, result);
+    });
+    futures::future::join_all(checks).await;
+}
+
+/// How often the relay checks each broker. While it answers, every
+/// `unavailable_after` (15 s when that is off): a relay that sits idle still
+/// shows the others, within that, that it could take their partitions.
+/// While it does not, every `health_interval`, so its return is seen at once.
+/// A check unanswered within `unavailable_after` less one `health_interval`
+/// (1 to 5 s) counts as a failure for the sink's health: a publish
+/// unanswered for a `health_interval` asks for a check, so a broker that
+/// swallows requests is found unavailable within `unavailable_after`, as one
+/// that refuses them. The check itself goes on to 5 s (less than
+/// `publish_timeout`) for the cause the log names: some clients retry a
+/// refused connection for seconds before they say so.
+fn check_pace(config: &Config) -> crate::broker_watch::Every {
+    use std::time::Duration;
+    let after = config.unavailable_after;
+    let timeout = Duration::from_secs(5).min(config.publish_timeout);
+    let (up, verdict) = if after.is_zero() {
+        (Duration::from_secs(15), timeout)
+    } else {
+        let verdict = after.saturating_sub(config.health_interval);
+        (after, verdict.clamp(Duration::from_secs(1), Duration::from_secs(5)))
+    };
+    crate::broker_watch::Every {
+        up,
+        down: config.health_interval,
+        timeout,
+        verdict: verdict.min(timeout),
     }
 }
 

@@ -147,6 +147,20 @@ impl Destination for Router {
             s.reset().await;
         }
     }
+
+    fn with_sinks_wrapped(
+        &self,
+        wrap: &mut dyn FnMut(Arc<dyn Destination>) -> Arc<dyn Destination>,
+    ) -> Option<Arc<dyn Destination>> {
+        Some(Arc::new(Router {
+            routes: self
+                .routes
+                .iter()
+                .map(|(m, s)| (m.clone(), wrap(s.clone())))
+                .collect(),
+            default: wrap(self.default.clone()),
+        }))
+    }
 }
 
 #[cfg(test)]

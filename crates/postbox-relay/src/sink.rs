@@ -9,6 +9,7 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
+use std::sync::Arc;
 use uuid::Uuid;
 
 pub use postbox::BoxError;
@@ -250,6 +251,17 @@ pub trait Destination: Send + Sync + 'static {
     /// cancelled send may have left half-done (an AMQP channel's confirm
     /// numbering, a producer's sequence), so the next batch starts afresh.
     async fn reset(&self) {}
+
+    /// For a destination made of sinks (a [`Router`](crate::Router)): the
+    /// same destination with each of its sinks replaced by `wrap`'s answer,
+    /// so the relay tracks each sink's health on its own. `None` for a sink,
+    /// which the relay wraps whole.
+    fn with_sinks_wrapped(
+        &self,
+        _wrap: &mut dyn FnMut(Arc<dyn Destination>) -> Arc<dyn Destination>,
+    ) -> Option<Arc<dyn Destination>> {
+        None
+    }
 }
 
 #[cfg(test)]

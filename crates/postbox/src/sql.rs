@@ -177,6 +177,11 @@ queries!(
     outbox_scheduled_next,
     outbox_scheduled_list,
     status_scheduled,
+    relay_health_record,
+    relay_health_delete,
+    relay_health_retention_delete,
+    relay_health_states,
+    status_relay_health,
 );
 
 /// Fill the `{schema}` and `{publication}` placeholders. `schema` is

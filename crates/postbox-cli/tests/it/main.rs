@@ -30,6 +30,7 @@ mod publish_modes;
 mod rabbitmq;
 mod redis_outage;
 mod redis_streams;
+mod relay_health;
 mod relay_order;
 mod replay;
 mod scheduled;

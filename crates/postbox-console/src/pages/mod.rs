@@ -54,6 +54,13 @@ code,pre{font:12.5px ui-monospace,monospace}pre{background:#fff;border:1px solid
 form.inline{display:inline}button{cursor:pointer}.danger{background:#b3261e;color:#fff;border:0;padding:.35em .8em}
 .filters input{width:9em}.cards{display:flex;gap:1em;flex-wrap:wrap}.card{background:#fff;border:1px solid #dde1e7;padding:.6em 1em;min-width:9em}
 .card b{display:block;font-size:1.5em}
+.warn{color:#8a5300;font-weight:600}.warning{background:#fff4e0;border:1px solid #f0c36d;padding:.5em .8em}
+.banner{margin:.5em 0 1em}.banner ul{margin:.3em 0 0;padding-left:1.2em}
+.badge{display:inline-block;padding:.05em .55em;border-radius:.8em;font-size:.85em;font-weight:600;white-space:nowrap;border:1px solid transparent}
+.state-publishing{background:#e8f3ec;color:#1b7f3b;border-color:#9fd3b0}.state-cannot_publish{background:#b3261e;color:#fff}
+.state-standing_by,.state-stale{background:#fff4e0;color:#8a5300;border-color:#f0c36d}.state-unknown{background:#eef1f5;color:#667085;border-color:#dde1e7}
+tr[data-state=cannot_publish] td{background:#fdecea}tr[data-state=standing_by] td,tr[data-state=stale] td{background:#fffaf0}
+table.relays tr[data-relay] td{border-bottom:0;white-space:nowrap}table.relays tr.summary td{border-top:0;padding-top:0;color:#3d4555}
 ";
 
 /// A whole page around `body`.

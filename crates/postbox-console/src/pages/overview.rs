@@ -2,6 +2,7 @@
 //! keys) and the audit page.
 
 use super::{age, failure_page, layout};
+use crate::ops::status::RelayState;
 use crate::ops::{audit, delivered, halted, status};
 use crate::web::{Failure, PageCaller};
 use crate::Console;
@@ -21,6 +22,7 @@ async fn schema_section(c: &Console, s: &postbox::SchemaName) -> Result<Markup, 
     Ok(html! {
         section data-schema=(st.schema) {
             h2 { "Schema " code { (st.schema) } }
+            (relay_banner(&st))
             div.cards {
                 div.card { "Pending" b data-figure="pending" { (st.pending) } }
                 div.card { "Lag (oldest pending)" b data-figure="lag" { (lag) } }
@@ -58,26 +60,35 @@ async fn schema_section(c: &Console, s: &postbox::SchemaName) -> Result<Markup, 
                     }
                 }
             }
-            h3 { "Relays" }
+            h3 id={ "relays-" (st.schema) } { "Relays" }
             @if st.relays.is_empty() {
                 p.bad data-figure="relays" { "No relay runs: all " (PARTITIONS) " partitions are unowned." }
             } @else {
                 p data-figure="relays" {
                     (st.relays.len()) " instance(s); " (st.partitions_owned) " of " (PARTITIONS) " partitions owned"
                     @if !st.partitions_unowned.is_empty() { span.bad { " · unowned: " (st.partitions_unowned) } }
+                    @if st.relays_cannot_publish > 0 { span.bad { " · " (st.relays_cannot_publish) " cannot publish" } }
+                    @if st.relays_stale > 0 { span.warn { " · " (st.relays_stale) " stale" } }
                 }
-                table {
-                    tr { th { "Instance" } th { "Version" } th { "Sessions" } th { "Partitions" } th { "Client" } th { "Session start" } th { "Last query" } }
+                table.relays data-figure="relay-table" {
+                    tr { th { "Instance" } th { "State" } th { "Host" } th { "Version" } th { "Sessions" } th { "Partitions" }
+                         th { "Client" } th { "Session start" } th { "Last query" } th { "Last publish" } }
                     @for r in &st.relays {
-                        tr {
+                        @let none = r.sessions == 0;
+                        tr data-relay=(r.instance) data-state=(r.state.as_str()) {
                             td { code { (r.instance) } }
+                            td { (badge(r.state)) }
+                            td { (r.health.as_ref().map_or("-", |h| h.host.as_str())) }
                             td { (r.version.as_deref().unwrap_or("?")) }
                             td.n { (r.sessions) }
                             td { (if r.partition_ranges.is_empty() { "-" } else { r.partition_ranges.as_str() }) }
-                            td { (r.client_addr.as_deref().unwrap_or("local")) }
-                            td { (r.session_start.map_or("?".to_owned(), |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())) }
-                            td { (r.last_active.map_or("?".to_owned(), |t| age((chrono::Utc::now() - t).num_milliseconds() as f64 / 1000.0) + " ago")) }
+                            td { (if none { "-" } else { r.client_addr.as_deref().unwrap_or("local") }) }
+                            td { (if none { "-".to_owned() } else { r.session_start.map_or("?".to_owned(), |t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string()) }) }
+                            td { (if none { "-".to_owned() } else { r.last_active.map_or("?".to_owned(), ago) }) }
+                            td { (r.health.as_ref().map_or("-".to_owned(), |h| h.last_publish_at.map_or("never".to_owned(), ago))) }
                         }
+                        // What it is doing in words, under its row.
+                        tr.summary data-state=(r.state.as_str()) { td colspan="10" { (r.summary) } }
                     }
                 }
             }
@@ -102,6 +113,46 @@ async fn schema_section(c: &Console, s: &postbox::SchemaName) -> Result<Markup, 
             }
         }
     })
+}
+
+/// At the top of a schema's section when a relay cannot publish (its keys
+/// wait: red) or is stale (amber): each such relay and what it says.
+fn relay_banner(st: &status::SchemaStatus) -> Markup {
+    if st.relays_cannot_publish == 0 && st.relays_stale == 0 {
+        return html! {};
+    }
+    let kind = if st.relays_cannot_publish > 0 {
+        "banner error"
+    } else {
+        "banner warning"
+    };
+    html! {
+        div class=(kind) role="alert" data-figure="relay-alert" {
+            strong {
+                @if st.relays_cannot_publish > 0 { (st.relays_cannot_publish) " relay(s) cannot publish" }
+                @if st.relays_cannot_publish > 0 && st.relays_stale > 0 { ", " }
+                @if st.relays_stale > 0 { (st.relays_stale) " relay(s) stale" }
+            }
+            " (" a href={ "#relays-" (st.schema) } { "relays" } ")"
+            ul {
+                @for r in st.relays.iter().filter(|r| matches!(r.state, RelayState::CannotPublish | RelayState::Stale)) {
+                    li { code { (r.instance) } " " (r.summary) }
+                }
+            }
+        }
+    }
+}
+
+/// A relay's state as a badge: red when its keys wait, amber when it
+/// stands by or is stale, green when it publishes.
+fn badge(state: RelayState) -> Markup {
+    let name = state.as_str();
+    html! { span class={ "badge state-" (name) } { (name.replace('_', " ")) } }
+}
+
+/// How long ago `t` was: `42s ago`.
+fn ago(t: chrono::DateTime<chrono::Utc>) -> String {
+    age((chrono::Utc::now() - t).num_milliseconds() as f64 / 1000.0) + " ago"
 }
 
 /// Delivered per minute over the last hour, as bars (an inline SVG: no script).

@@ -83,7 +83,7 @@ impl Worker {
         }
         let full = batch.len() as i64 >= self.config.batch_size;
         self.failpoint.before_publish(batch.len()).await;
-        let outcomes = self.publish(&batch).await;
+        let outcomes = self.publish_unless_standing_by(&batch).await;
         self.failpoint.after_publish(batch.len()).await;
         let plan = plan(&batch, outcomes);
         if plan.sent.len() < batch.len() {
@@ -242,6 +242,31 @@ impl Worker {
     /// broker acknowledged before it is marked even when the rest is cut off
     /// (see the delivery layer); a wrong number of answers is a transient
     /// failure of the batch.
+    /// [`Self::publish`], cut off when the relay stands by meanwhile (its
+    /// broker stopped answering and another relay can publish): the batch
+    /// is then not delivered, as when `publish_timeout` cuts it, so its
+    /// partitions go to that relay now rather than after the timeout.
+    async fn publish_unless_standing_by(&self, batch: &[OutboxEvent]) -> Vec<Outcome> {
+        let mut taking = self.taking.clone();
+        let standing_by = async move { taking.wait_for(|t| !*t).await.is_ok() };
+        tokio::select! {
+            outcomes = self.publish(batch) => outcomes,
+            true = standing_by => {
+                // What the cancelled send left half-done goes with its connections.
+                self.sink.reset().await;
+                tracing::info!(schema = %self.schema, events = batch.len(), "publish cut off: this relay stands by; the events stay in the outbox for the relay that takes their partitions");
+                batch
+                    .iter()
+                    .map(|_| {
+                        Outcome::Failed(SinkError::transient(
+                            "cut off: the relay stands by while its broker does not answer",
+                        ))
+                    })
+                    .collect()
+            }
+        }
+    }
+
     async fn publish(&self, batch: &[OutboxEvent]) -> Vec<Outcome> {
         let deadline = tokio::time::Instant::now() + self.config.publish_timeout;
         let outcomes = self.sink.publish(batch, deadline).await;

@@ -21,6 +21,7 @@ use sqlx::Connection;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub(crate) struct Worker {
@@ -63,6 +64,13 @@ pub(crate) struct Worker {
     /// Where the next claim starts in each owned partition.
     cursor: cursor::Cursor,
     failpoint: crate::failpoint::Failpoint,
+    /// This relay's sinks' health and the schema's partition count.
+    health: Arc<crate::health::Health>,
+    /// Whether this relay takes partitions of the schema (`health`): false
+    /// while it stands by for relays that can publish.
+    taking: watch::Receiver<bool>,
+    /// Whether this worker's session holds the schema's member lock.
+    member: bool,
 }
 
 /// What every worker of a relay shares.
@@ -75,6 +83,8 @@ pub(crate) struct Parts {
     pub servers: Arc<postbox::Servers>,
     /// The workers of this relay serving the same schema.
     pub crew: Arc<Crew>,
+    /// Whether the relay takes partitions (`health`).
+    pub health: Arc<crate::health::Health>,
 }
 
 /// Why [`Worker::idle`] returned.
@@ -89,7 +99,7 @@ enum Woken {
 
 /// Whether a signal's sender still exists (it goes only at shutdown); a
 /// closed channel would otherwise end every wait at once.
-fn sender_alive(rx: &WakeRx) -> bool {
+fn sender_alive<T>(rx: &watch::Receiver<T>) -> bool {
     rx.has_changed().is_ok()
 }
 
@@ -137,8 +147,10 @@ impl Worker {
             instance,
             servers,
             crew,
+            health,
         } = parts;
         let q = Queries::new(&schema);
+        let taking = health.standing(schema.as_str()).taking.subscribe();
         Worker {
             claim_sorted: ClaimSql {
                 holes: q.outbox_claim_sorted(config.sent.take()),
@@ -166,6 +178,9 @@ impl Worker {
             app_name: format!("{instance}:worker"),
             servers,
             failpoint: crate::failpoint::Failpoint::from_env(),
+            health,
+            taking,
+            member: false,
         }
     }
 
@@ -200,6 +215,7 @@ impl Worker {
                     // still gives partitions back within one batch.
                     let consolidated = self.crew.consolidated();
                     if self.rebalance.has_changed().unwrap_or(false)
+                        || self.taking.has_changed().unwrap_or(false)
                         || consolidated != self.consolidated
                     {
                         schedule.rebalance_soon();
@@ -303,7 +319,14 @@ impl Worker {
             }
             Pass::BrokerDown => {
                 let delay = schedule.broker_down();
-                self.pause(delay).await;
+                // A relay that stands by gives its partitions back now,
+                // not after the backoff.
+                let shutdown = self.shutdown.clone();
+                tokio::select! {
+                    () = shutdown.cancelled() => {}
+                    () = tokio::time::sleep(delay) => {}
+                    _ = self.taking.changed(), if sender_alive(&self.taking) => schedule.rebalance_soon(),
+                }
             }
         }
         Ok(())
@@ -311,8 +334,19 @@ impl Worker {
 
     /// The session is gone or going: its partitions are no longer this worker's.
     fn forget_owned(&mut self) {
-        self.stats.owned.fetch_sub(self.owned.len() as i64, Relaxed);
+        self.count_owned(-(self.owned.len() as i64));
         self.owned.clear();
+        self.member = false;
+    }
+
+    /// This worker took (`n` > 0) or gave back partitions: the relay's count
+    /// and the schema's.
+    fn count_owned(&self, n: i64) {
+        self.stats.owned.fetch_add(n, Relaxed);
+        self.health
+            .standing(self.schema.as_str())
+            .owned
+            .fetch_add(n, Relaxed);
     }
 
     /// Sleep, but wake early on shutdown.
@@ -330,6 +364,7 @@ impl Worker {
             _ = tokio::time::sleep_until(until.into()) => Woken::Time,
             r = self.wake.changed(), if sender_alive(&self.wake) => if r.is_ok() { Woken::Rows } else { Woken::Time },
             r = self.rebalance.changed(), if sender_alive(&self.rebalance) => if r.is_ok() { Woken::Rebalance } else { Woken::Time },
+            r = self.taking.changed(), if sender_alive(&self.taking) => if r.is_ok() { Woken::Rebalance } else { Woken::Time },
         }
     }
 }

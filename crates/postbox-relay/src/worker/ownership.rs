@@ -13,7 +13,6 @@ use crate::partitions::{candidates, target_share};
 use crate::wake::rebalance_payload;
 use postbox::PARTITIONS;
 use sqlx::PgConnection;
-use std::sync::atomic::Ordering::Relaxed;
 
 /// What a rebalance tick found.
 pub(super) enum Rebalanced {
@@ -26,11 +25,11 @@ pub(super) enum Rebalanced {
 }
 
 impl Worker {
-    /// A session that counts as a member of the schema's relays, the others
-    /// told to make room for it.
+    /// A session that counts as a member of the schema's relays (unless the
+    /// relay stands by), the others told to make room for it.
     /// Also returns the session's backend pid, which a session of its own
     /// keeps (`session_check.rs`).
-    pub(super) async fn connect(&self) -> Result<(PgConnection, i32), sqlx::Error> {
+    pub(super) async fn connect(&mut self) -> Result<(PgConnection, i32), sqlx::Error> {
         let mut conn = self
             .servers
             .connect(&self.app_name, self.config.session_timeout)
@@ -44,12 +43,27 @@ impl Worker {
             )
             .execute(&mut conn)
             .await?;
+        self.member = false;
+        let backend = if *self.taking.borrow_and_update() {
+            self.join(&mut conn).await?
+        } else {
+            sqlx::query_scalar("SELECT pg_backend_pid()")
+                .fetch_one(&mut conn)
+                .await?
+        };
+        Ok((conn, backend))
+    }
+
+    /// Count as a member of the schema's relays, and tell the others to make
+    /// room. Returns the session's backend pid.
+    async fn join(&mut self, conn: &mut PgConnection) -> Result<i32, sqlx::Error> {
         let (_, backend): (bool, i32) = sqlx::query_as(&self.q.relay_member_join)
             .bind(self.schema.as_str())
-            .fetch_one(&mut conn)
+            .fetch_one(&mut *conn)
             .await?;
-        self.signal_rebalance(&mut conn).await?;
-        Ok((conn, backend))
+        self.member = true;
+        self.signal_rebalance(conn).await?;
+        Ok(backend)
     }
 
     /// Hold this worker's share of the partitions: give back the excess (we
@@ -68,13 +82,24 @@ impl Worker {
         if now != backend {
             return Ok(Rebalanced::SessionMoved { now });
         }
+        let taking = *self.taking.borrow_and_update();
+        if !taking {
+            if self.member {
+                // Standing by: everything back, out of the members, the
+                // others told; between batches, as when stopping.
+                self.leave(conn).await?;
+                tracing::info!(schema = %self.schema, worker = self.n, "standing by: partitions given back");
+            }
+            return Ok(Rebalanced::Unchanged);
+        }
+        if !self.member {
+            self.join(conn).await?;
+        }
         let target = self
             .crew
             .share(self.n, target_share(PARTITIONS as usize, members as usize));
         if self.owned.len() > target {
-            self.stats
-                .owned
-                .fetch_sub((self.owned.len() - target) as i64, Relaxed);
+            self.count_owned(-((self.owned.len() - target) as i64));
             let extra = self.owned.split_off(target);
             // Another relay may send these before they come back here.
             self.cursor.owned(&self.owned, &self.crew.handover);
@@ -99,7 +124,7 @@ impl Worker {
                 .await?;
             if !got.is_empty() {
                 tracing::debug!(schema = %self.schema, acquired = ?got, members, "partitions acquired");
-                self.stats.owned.fetch_add(got.len() as i64, Relaxed);
+                self.count_owned(got.len() as i64);
                 // Not armed yet: the worker arms them before it sleeps.
                 self.owned.extend(got);
                 // Taken over from a worker that left, they may hold a backlog.
@@ -114,12 +139,15 @@ impl Worker {
     /// take the partitions now rather than when the server has ended this
     /// session and their next tick comes.
     pub(super) async fn leave(&mut self, conn: &mut PgConnection) -> Result<(), sqlx::Error> {
-        self.stats.owned.fetch_sub(self.owned.len() as i64, Relaxed);
+        self.count_owned(-(self.owned.len() as i64));
         self.owned.clear();
         self.cursor.owned(&[], &self.crew.handover);
         sqlx::query(&self.q.relay_member_leave)
             .execute(&mut *conn)
             .await?;
+        // Every advisory lock of the session went, armed ones too.
+        self.armed.clear();
+        self.member = false;
         self.signal_rebalance(conn).await
     }
 

@@ -13,3 +13,4 @@ GRANT SELECT, INSERT ON {schema}.console_audit TO {role};
 GRANT SELECT ON {schema}.outbox_delivered TO {role};
 GRANT SELECT ON {schema}.outbox_scheduled TO {role};
 GRANT EXECUTE ON FUNCTION {schema}.postbox_outbox_partition(text, uuid) TO {role};
+GRANT SELECT ON {schema}.outbox_relays TO {role};

@@ -18,3 +18,5 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON {schema}.outbox_delivered TO {role};
 --   ALTER ROLE {role} REPLICATION;
 -- (and pg_hba.conf must let the role connect to this database, as it does for
 -- the relay's other sessions). Without it the relay polls and says so.
+-- Its health record, and the other relays' (who takes partitions).
+GRANT SELECT, INSERT, UPDATE, DELETE ON {schema}.outbox_relays TO {role};

@@ -87,6 +87,11 @@ const FILES: &[(i32, &str, &str)] = &[
         "0012_scheduled",
         include_str!("../../sql/migrations/0012_scheduled.sql"),
     ),
+    (
+        13,
+        "0013_relay_health",
+        include_str!("../../sql/migrations/0013_relay_health.sql"),
+    ),
 ];
 
 /// The migration from which relays claim from a position per partition

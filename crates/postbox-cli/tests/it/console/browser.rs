@@ -1,19 +1,22 @@
 //! The console in a real browser (headless Chromium, driven by the pinned
 //! `playwright-core` in tests/node, tests/node/console.mjs), against a relay
-//! and RabbitMQ: sign in; see lag rise while the relay is stopped and fall
-//! when it runs again; find the dead-letter group of events whose exchange
+//! and RabbitMQ: sign in; see lag rise while the only relay cannot publish
+//! (a health record and locks written by hand) and fall when a relay that
+//! can runs; find the dead-letter group of events whose exchange
 //! did not exist, declare it, replay the group, see the events delivered and
 //! the audit row written; a viewer has no replay or purge button.
 //! Screenshots of every page go to `target/test-artifacts/console/` (the
 //! docs' operations/console.md shows them).
 
 use super::*;
+use crate::status::{fake, FakeRelay};
 use postbox_rabbitmq::lapin::options::{
     ExchangeDeclareOptions, ExchangeDeleteOptions, QueueBindOptions, QueueDeclareOptions,
     QueueDeleteOptions,
 };
 use postbox_rabbitmq::lapin::types::FieldTable;
 use postbox_rabbitmq::lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
+use sqlx::Connection as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -140,14 +143,17 @@ async fn an_operator_sees_lag_and_replays_a_fixed_group_in_a_browser() {
     };
 
     // Three events to an exchange nobody declared: dead-lettered at once.
-    let r = relay();
+    let mut r = relay();
     ctx.produce((1..=3).map(|i| event(&bad, &format!("b{i}"), i)).collect())
         .await;
     wait_until(LONG, "three dead letters", || async {
         ctx.dead_letters().await.len() == 3
     })
     .await;
-    drop(r);
+    // Stopped cleanly: its sessions end and it removes its health record
+    // (a killed relay's would show as stale on the overview).
+    r.signal("TERM");
+    assert_eq!(r.wait(LONG).await, Some(0), "{}", r.output());
 
     // The relay stopped: events wait and grow old.
     ctx.produce(
@@ -156,13 +162,35 @@ async fn an_operator_sees_lag_and_replays_a_fixed_group_in_a_browser() {
             .collect(),
     )
     .await;
+    // A relay that cannot reach RabbitMQ holds every partition (its health
+    // record and its locks, written by hand): the events wait on it, and
+    // the overview says so.
+    let stuck = "postbox-relay:31337:9f3c2a";
+    let held = FakeRelay {
+        sink: "rabbitmq",
+        error: Some("IO error: Connection refused (os error 111)"),
+        partitions: 0..64,
+        ..fake(stuck, "relay-7d9f5c-x2kq")
+    }
+    .write(&ctx.schema)
+    .await;
     let console = ConsoleProcess::start(&ctx.schema, &[]).await;
     let lag = step("lag", &console, &ctx.schema, ADMIN).await;
     assert_eq!(lag["pending"], 20, "{lag}");
+    let relays = lag["relays"].as_str().unwrap();
     assert!(
-        lag["relays"].as_str().unwrap().contains("No relay runs"),
+        relays.contains("64 of 64 partitions owned") && relays.contains("1 cannot publish"),
         "{lag}"
     );
+    held.unwrap().close().await.unwrap();
+    sqlx::query(&format!(
+        "DELETE FROM {}.outbox_relays WHERE instance = $1",
+        ctx.schema
+    ))
+    .bind(stuck)
+    .execute(&ctx.pool)
+    .await
+    .unwrap();
 
     // It runs again: nothing waits.
     let r = relay();
