@@ -88,6 +88,8 @@ export function validateEvent(e: Event): void {
     refuse(`payload is not JSON: ${(err as Error).message}`);
   }
   if (text === undefined) refuse(`payload is not JSON: got ${kind(e.payload)}`);
+  const changed = jsonChange(e.payload, "payload");
+  if (changed) refuse(changed);
   if (e.headers !== undefined) {
     if (typeof e.headers !== "object" || e.headers === null || Array.isArray(e.headers)) {
       refuse(`headers must be a JSON object, got ${kind(e.headers)}`);
@@ -114,6 +116,55 @@ export function validateEvent(e: Event): void {
       refuse(`deliverAt must be a valid Date, got ${e.deliverAt instanceof Date ? "an invalid Date" : kind(e.deliverAt)}`);
     }
   }
+}
+
+/** Containers JSON.stringify turns into `{}`, losing what they hold. */
+const EMPTIED: ReadonlyArray<[abstract new (...args: never[]) => unknown, string]> = [
+  [Map, "a Map"],
+  [Set, "a Set"],
+  [WeakMap, "a WeakMap"],
+  [WeakSet, "a WeakSet"],
+  [RegExp, "a RegExp"],
+  [Promise, "a Promise"],
+];
+
+/**
+ * Where JSON.stringify would store something other than what `v` holds, as
+ * a reason naming the path (`payload.items[2].price`), or undefined: a
+ * function, symbol or undefined property is dropped (null in an array), NaN
+ * and ±Infinity become null, a Map or Set becomes `{}`. A value with its own
+ * `toJSON` (a Date, a Buffer) says how it is stored, and is left to it.
+ */
+function jsonChange(v: unknown, path: string, seen = new Set<object>()): string | undefined {
+  const t = typeof v;
+  if (t === "function" || t === "symbol" || v === undefined) {
+    return `${path} is ${kind(v)}, which JSON cannot hold (JSON.stringify would drop it, or store null in an array); leave it out or store null`;
+  }
+  if (t === "number" && !Number.isFinite(v as number)) {
+    return `${path} is ${String(v)}, which JSON cannot hold (JSON.stringify would store null); store null or a string`;
+  }
+  if (t !== "object" || v === null || seen.has(v as object)) return undefined;
+  const o = v as Record<string, unknown>;
+  if (typeof o.toJSON === "function") return undefined;
+  for (const [type, name] of EMPTIED) {
+    if (o instanceof type) {
+      return `${path} is ${name}, which JSON.stringify stores as {} (its contents lost); convert it (e.g. Object.fromEntries, Array.from) first`;
+    }
+  }
+  seen.add(o);
+  if (Array.isArray(o)) {
+    for (let i = 0; i < o.length; i++) {
+      const found = jsonChange(o[i], `${path}[${i}]`, seen);
+      if (found) return found;
+    }
+    return undefined;
+  }
+  for (const [name, value] of Object.entries(o)) {
+    const at = /^[A-Za-z_$][\w$]*$/.test(name) ? `${path}.${name}` : `${path}[${JSON.stringify(name)}]`;
+    const found = jsonChange(value, at, seen);
+    if (found) return found;
+  }
+  return undefined;
 }
 
 function kind(v: unknown): string {

@@ -39,3 +39,26 @@ test("what only the Node API can be given is refused too", () => {
   assert.throws(() => validateEvent({ ...base, payload: 1n }), /payload is not JSON/);
   assert.throws(() => validateEvent({ ...base, headers: { n: 1 } }), /header n must be a string, got a number/);
 });
+
+test("a payload JSON.stringify would change is refused, naming the path", () => {
+  const base = { topic: "t", event: "e" };
+  const refused = (payload, re) =>
+    assert.throws(() => validateEvent({ ...base, payload }), (err) => err instanceof InvalidEventError && re.test(err.message), String(re));
+  // The example: stored as {} without a word before.
+  refused({ f() {}, m: new Map(), n: NaN, i: Infinity }, /payload\.f is a function/);
+  refused({ m: new Map([["a", 1]]) }, /payload\.m is a Map, which JSON\.stringify stores as \{\}/);
+  refused({ s: new Set([1]) }, /payload\.s is a Set/);
+  refused({ n: NaN }, /payload\.n is NaN, which JSON cannot hold \(JSON\.stringify would store null\)/);
+  refused({ deep: { list: [1, { x: -Infinity }] } }, /payload\.deep\.list\[1\]\.x is -Infinity/);
+  refused({ gone: undefined }, /payload\.gone is undefined/);
+  refused([1, undefined], /payload\[1\] is undefined/);
+  refused({ "odd key": Symbol("s") }, /payload\["odd key"\] is a symbol/);
+  refused(Infinity, /payload is Infinity/);
+  // What JSON holds as given, and what says how it is stored, passes.
+  for (const payload of [null, 0, -1.5, "x", true, [], {}, { at: new Date(0) }, { b: Buffer.from("hi") }, { a: [1, "2", null, { c: false }] }]) {
+    assert.doesNotThrow(() => validateEvent({ ...base, payload }), JSON.stringify(payload));
+  }
+  // A value shared twice is no cycle.
+  const shared = { v: 1 };
+  assert.doesNotThrow(() => validateEvent({ ...base, payload: { a: shared, b: shared } }));
+});

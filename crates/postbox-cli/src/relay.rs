@@ -60,12 +60,32 @@ pub async fn run(a: Args, shutdown: CancellationToken) -> Result<(), CliError> {
         Some(addr) => Some(crate::admin::serve(addr, relay.readiness(), shutdown.clone()).await?),
         None => None,
     };
-    relay.run(shutdown.clone()).await?;
+    let schemas_given = s.schemas_given;
+    relay
+        .run(shutdown.clone())
+        .await
+        .map_err(|e| default_schema_missing(e, schemas_given))?;
     shutdown.cancel();
     if let Some(a) = admin {
         let _ = a.await;
     }
     Ok(())
+}
+
+/// A relay given no schema serves the default one: when that has no tables,
+/// say so, rather than name a schema the user never wrote.
+fn default_schema_missing(e: postbox_relay::RelayError, schemas_given: bool) -> CliError {
+    match e {
+        postbox_relay::RelayError::Schema(postbox::MigrateError::SchemaNotMigrated { schema })
+            if !schemas_given =>
+        {
+            format!(
+                "no schema given (--schemas, POSTBOX_SCHEMAS or `schemas` under [relay]), so the relay serves the default schema {schema:?}, which has no postbox tables: name the schemas your services migrated (`postbox relay --schemas orders,billing`), or run `postbox migrate --schema {schema}`"
+            )
+            .into()
+        }
+        other => other.into(),
+    }
 }
 
 /// `--check`: what the relay would check before and as it starts, each
@@ -88,7 +108,10 @@ async fn check(s: Settings) -> Result<(), CliError> {
         Ok(()) => println!("ok    PostgreSQL at {database}: schemas {schemas} migrated"),
         Err(e) => {
             failed += 1;
-            println!("FAIL  PostgreSQL: {e}");
+            println!(
+                "FAIL  PostgreSQL: {}",
+                default_schema_missing(e, s.schemas_given)
+            );
         }
     }
     match tokio::time::timeout(timeout, sink.check()).await {
@@ -153,4 +176,46 @@ fn build_destination(s: &Settings) -> Result<(Arc<dyn Destination>, String), Cli
         router = router.route(m, built[r.sink.as_str()].clone());
     }
     Ok((Arc::new(router), target))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        settings: SettingsArgs,
+    }
+
+    fn given(args: &[&str]) -> bool {
+        let cmd =
+            Cmd::try_parse_from(std::iter::once("relay").chain(args.iter().copied())).unwrap();
+        Settings::load(&cmd.settings).unwrap().schemas_given
+    }
+
+    #[test]
+    fn a_relay_given_no_schema_says_so_when_the_default_has_no_tables() {
+        assert!(!given(&[]));
+        assert!(given(&["--schemas", "orders"]));
+        let missing = || {
+            postbox_relay::RelayError::Schema(postbox::MigrateError::SchemaNotMigrated {
+                schema: "postbox".into(),
+            })
+        };
+        let e = default_schema_missing(missing(), false).to_string();
+        assert!(
+            e.starts_with("no schema given (--schemas")
+                && e.contains("the default schema \"postbox\"")
+                && e.contains("postbox relay --schemas"),
+            "{e}"
+        );
+        // Named by the user: the plain error, which names their schema.
+        let e = default_schema_missing(missing(), true).to_string();
+        assert!(
+            e.starts_with("schema \"postbox\" has no postbox tables"),
+            "{e}"
+        );
+    }
 }

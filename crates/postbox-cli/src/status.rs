@@ -6,18 +6,15 @@ use crate::table::{clip, table};
 use crate::CliError;
 use postbox::{SchemaName, PARTITIONS};
 use postbox_console::ops::status::{age, schema_status, RelayState, SchemaStatus};
+use postbox_console::OpsError;
 
 #[derive(clap::Args)]
 pub struct Args {
     #[command(flatten)]
     database_url: Flag<DatabaseUrl>,
-    /// Schema to report on (repeat, or comma-separated, for several).
-    #[arg(
-        long = "schema",
-        visible_alias = "schemas",
-        required = true,
-        value_delimiter = ','
-    )]
+    /// Schema to report on (repeat, or comma-separated, for several) [default:
+    /// every schema of the database that postbox migrated].
+    #[arg(long = "schema", visible_alias = "schemas", value_delimiter = ',')]
     schemas: Vec<String>,
     /// Print one JSON array (one object per schema) instead of tables.
     #[arg(long)]
@@ -25,15 +22,31 @@ pub struct Args {
 }
 
 pub async fn run(a: Args) -> Result<(), CliError> {
-    let schemas = a
+    let mut schemas = a
         .schemas
         .iter()
         .map(|s| SchemaName::new(s))
         .collect::<Result<Vec<_>, _>>()?;
     let mut conn = connect(a.database_url.required()?, "postbox status").await?;
+    let listed = schemas.is_empty();
+    if listed {
+        schemas = postbox::migrate::migrated_schemas(&mut conn).await?;
+        if schemas.is_empty() {
+            return Err(
+                "no schema of this database has postbox tables: run `postbox migrate --schema NAME` first, or give --schema"
+                    .into(),
+            );
+        }
+    }
     let mut out = Vec::new();
     for schema in &schemas {
-        out.push(schema_status(&mut conn, schema).await?);
+        match schema_status(&mut conn, schema).await {
+            Ok(s) => out.push(s),
+            // Listed a moment ago, dropped since: not an error of this command.
+            Err(OpsError::Migrate(postbox::MigrateError::SchemaNotMigrated { .. })) if listed => {}
+            Err(OpsError::Database(e)) if listed && gone(&e) => {}
+            Err(e) => return Err(e.into()),
+        }
     }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
@@ -46,6 +59,13 @@ pub async fn run(a: Args) -> Result<(), CliError> {
         }
     }
     Ok(())
+}
+
+/// A table or schema that no longer exists (42P01, 3F000).
+fn gone(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .and_then(|d| d.code())
+        .is_some_and(|c| c == "42P01" || c == "3F000")
 }
 
 fn render(s: &SchemaStatus) -> String {

@@ -72,6 +72,9 @@ pub struct Settings {
     pub file: Option<std::path::PathBuf>,
     /// Warnings for settings given under a former name, to log once logging is up.
     pub deprecated: Vec<String>,
+    /// Whether `relay.schemas` was given (flag, variable or file), rather
+    /// than left at its default.
+    pub schemas_given: bool,
 }
 
 /// A section that does not deserialise: flags and variables are checked as
@@ -155,6 +158,7 @@ impl Settings {
         let relay_table = tree
             .remove("relay")
             .unwrap_or(toml::Value::Table(Default::default()));
+        let schemas_given = relay_table.get("schemas").is_some();
         let invalid = |table: &str, e: toml::de::Error| -> CliError {
             invalid(args.config.as_deref(), table, &e).into()
         };
@@ -169,6 +173,7 @@ impl Settings {
             .try_into()
             .map_err(|e| invalid("top-level", e))?;
         Ok(Settings {
+            schemas_given,
             top,
             relay,
             sinks,

@@ -582,3 +582,34 @@ async fn status_and_the_console_show_relays_that_cannot_publish_stand_by_or_went
     drop(console);
     ctx.cleanup().await;
 }
+
+/// Without `--schema`, every schema of the database that postbox migrated
+/// (text and `--json`).
+#[tokio::test]
+async fn status_without_a_schema_reports_every_migrated_one() {
+    let a = Ctx::new("stall_a").await;
+    let b = Ctx::new("stall_b").await;
+    let url = postbox_testkit::database_url();
+    let (ok, out, err) = cli(&["status", "--database-url", &url, "--json"]).await;
+    assert!(ok, "{err}");
+    let all: Value = serde_json::from_str(&out).unwrap();
+    let names: Vec<&str> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["schema"].as_str())
+        .collect();
+    assert!(
+        names.contains(&a.schema.as_str()) && names.contains(&b.schema.as_str()),
+        "{names:?}"
+    );
+    let (ok, text, err) = cli(&["status", "--database-url", &url]).await;
+    assert!(ok, "{err}");
+    assert!(
+        text.contains(&format!("schema {}:", a.schema))
+            && text.contains(&format!("schema {}:", b.schema)),
+        "{text}"
+    );
+    a.cleanup().await;
+    b.cleanup().await;
+}

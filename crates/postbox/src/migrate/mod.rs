@@ -295,6 +295,19 @@ async fn apply(
     Ok(report)
 }
 
+/// The schemas of this database that postbox migrated, by name; names
+/// postbox would refuse (made by hand) are left out.
+pub async fn migrated_schemas(conn: &mut PgConnection) -> Result<Vec<SchemaName>, sqlx::Error> {
+    let names: Vec<String> =
+        crate::sql::statement_scalar(include_str!("../../sql/queries/schema_list_migrated.sql"))
+            .fetch_all(conn)
+            .await?;
+    Ok(names
+        .iter()
+        .filter_map(|n| SchemaName::new(n).ok())
+        .collect())
+}
+
 /// Fail with [`MigrateError::SchemaNotMigrated`] unless `schema` has an outbox
 /// table, and with [`MigrateError::SchemaOutdated`] unless it has every migration of
 /// this build (the relay relies on the newest tables).
