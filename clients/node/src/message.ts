@@ -25,7 +25,7 @@ export class Message {
     readonly topic: string,
   ) {}
 
-  /** @deprecated The same as {@link Message.event}; kept for code written before 0.2. */
+  /** @deprecated The same as {@link Message.event}; kept for code written against the first drafts of this package. */
   get name(): string | null {
     return this.event;
   }

@@ -5,7 +5,11 @@
 export interface RetryPolicy {
   /** Handler runs before the message is dead-lettered (at least 1). */
   attempts: number;
-  /** Wait before the second run, in ms; doubled for each further one. */
+  /**
+   * Wait before the second run, in ms; doubled for each further one. Each
+   * wait is drawn between half and all of that (jitter spreads instances
+   * apart): 200 waits 100–200 ms.
+   */
   backoffMinMs: number;
   /** The longest wait between two runs, in ms. */
   backoffMaxMs: number;

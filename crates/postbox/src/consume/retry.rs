@@ -15,7 +15,9 @@ use std::time::Duration;
 pub struct RetryPolicy {
     /// Handler runs before the message is dead-lettered (at least 1).
     pub attempts: u32,
-    /// Wait before the second run; doubled for each further one.
+    /// Wait before the second run; doubled for each further one. Each wait
+    /// is drawn between half and all of that (jitter spreads instances
+    /// apart): 200 ms waits 100–200 ms.
     pub backoff_min: Duration,
     /// The longest wait between two runs.
     pub backoff_max: Duration,
