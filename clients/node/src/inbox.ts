@@ -47,6 +47,14 @@ export interface InboxOptions {
   patienceMs?: number;
   /** How often dead letters an operator asked to replay are looked for (default 2000 ms). */
   replayPollMs?: number;
+  /**
+   * End each delivery of a failing message within this many ms: a retry whose
+   * wait would end past it is not waited for, and the message is kept as a
+   * dead letter at once. For a sender that stops waiting and sends again (a
+   * webhook's timeout); `WebhookReceiver` sets 4000 unless given. The
+   * handler's own run is not cut short. Default: none.
+   */
+  deadlineMs?: number;
   /** Log lines (default: warnings and errors to the console). */
   logger?: Logger;
 }
@@ -63,6 +71,7 @@ export class InboxConsumer {
   readonly #sql: Queries;
   readonly #patienceMs: number | undefined;
   readonly #replayPollMs: number;
+  readonly #deadlineMs: number | undefined;
   readonly #log: Logger;
 
   constructor(options: InboxOptions) {
@@ -76,6 +85,7 @@ export class InboxConsumer {
     this.#sql = queries(this.schema);
     this.#patienceMs = options.patienceMs;
     this.#replayPollMs = options.replayPollMs ?? 2000;
+    this.#deadlineMs = options.deadlineMs;
     this.#log = options.logger ?? defaultLogger;
   }
 
@@ -92,6 +102,7 @@ export class InboxConsumer {
    */
   async process(message: Message, handler: Handler, signal?: AbortSignal): Promise<Processed> {
     const h = asObject(handler);
+    const started = performance.now();
     let failures = 0;
     let firstFailure: number | undefined;
     for (;;) {
@@ -100,7 +111,9 @@ export class InboxConsumer {
       const error = chain(outcome.handler);
       failures += 1;
       firstFailure ??= performance.now();
-      if (failures >= this.retry.attempts || outcome.handler instanceof PermanentError) {
+      const wait = delay(this.retry, failures);
+      const outOfTime = this.#deadlineMs !== undefined && performance.now() - started + wait >= this.#deadlineMs;
+      if (failures >= this.retry.attempts || outcome.handler instanceof PermanentError || outOfTime) {
         await this.#keepDeadLetter(message, failures, error, (performance.now() - firstFailure) / 1000, signal);
         this.#log.error("message kept as a dead letter after its handler failed", {
           consumer: this.consumer,
@@ -111,7 +124,6 @@ export class InboxConsumer {
         });
         return "dead-lettered";
       }
-      const wait = delay(this.retry, failures);
       this.#log.warn("handler failed; running it again", {
         consumer: this.consumer,
         messageId: message.id,

@@ -31,6 +31,13 @@ export interface WebhookReceiverOptions extends InboxOptions {
   secrets: string[];
 }
 
+/**
+ * How long `receive` lets one delivery of a failing message take (retries
+ * and their waits) before keeping it as a consumer dead letter, unless
+ * `deadlineMs` is given: within the relay's webhook `timeout` (5 s).
+ */
+export const RECEIVE_DEADLINE_MS = 4000;
+
 /** Checks and receives the relay's webhooks. */
 export class WebhookReceiver {
   readonly consumer: InboxConsumer;
@@ -41,7 +48,10 @@ export class WebhookReceiver {
       throw new TypeError("WebhookReceiver: give at least one `whsec_…` secret in `secrets`");
     }
     this.#keys = options.secrets.map((s) => new Webhook(s));
-    this.consumer = new InboxConsumer(options);
+    // Within the relay's webhook timeout (5 s by default): a handler still
+    // retrying when the relay gives up would be sent the event again and
+    // start over, forever.
+    this.consumer = new InboxConsumer({ deadlineMs: RECEIVE_DEADLINE_MS, ...options });
   }
 
   /**

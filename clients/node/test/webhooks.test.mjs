@@ -49,3 +49,30 @@ test("a request no secret signed is refused and applies nothing", async () => {
   }
   assert.equal(await r.count(), applied);
 });
+
+test("a default receiver ends a handler that always fails within the relay's timeout, as a consumer dead letter", async () => {
+  const { Webhook } = await import("standardwebhooks");
+  const receiver = new WebhookReceiver({ pool, schema, consumer: "node-hooks-failing", secrets: [SECRET] });
+  const id = "0190d6a4-7a5e-7c1e-9d1e-1a2b3c4d5e6f";
+  const body = JSON.stringify({ key: "k-fail", n: 1 });
+  const now = new Date();
+  const headers = {
+    "webhook-id": id,
+    "webhook-timestamp": String(Math.floor(now.getTime() / 1000)),
+    "webhook-signature": new Webhook(SECRET).sign(id, now, body),
+    "postbox-topic": "orders",
+  };
+  const started = performance.now();
+  const done = await receiver.receive(headers, Buffer.from(body), async () => {
+    throw new Error("the handler always fails");
+  });
+  const took = performance.now() - started;
+  // Answered 204 before the relay's 5 s timeout: the key moves on, and the
+  // failing message waits in the consumer's dead letters for a replay.
+  assert.equal(done.status, 204);
+  assert.equal(done.processed, "dead-lettered");
+  assert.ok(took < 4500, `took ${took} ms`);
+  const { rows } = await pool.query(`SELECT attempts, last_error FROM ${schema}.inbox_dead_letter WHERE consumer = $1 AND message_id = $2`, ["node-hooks-failing", id]);
+  assert.equal(rows.length, 1);
+  assert.match(rows[0].last_error, /the handler always fails/);
+});

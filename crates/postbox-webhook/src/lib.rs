@@ -21,7 +21,7 @@ pub use config::{BodyFormat, Redirects, WebhookConfig};
 /// The inbox loop the receiver wraps, with its handler and retry types: a
 /// receiving service needs no other postbox crate.
 pub use postbox::prelude::*;
-pub use receive::{receive, Received, Verifier, VerifyError};
+pub use receive::{receive, Received, Verifier, VerifyError, RECEIVE_DEADLINE};
 pub use signature::{KeyError, SigningKey};
 #[cfg(feature = "sink")]
 pub use sink::WebhookSink;

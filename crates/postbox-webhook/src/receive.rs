@@ -171,9 +171,17 @@ impl Received {
     }
 }
 
+/// How long [`receive`] lets one delivery of a failing message take, unless
+/// `inbox` has a [`deadline`](postbox::InboxConsumer::deadline) of its own:
+/// within the relay's webhook `timeout` (5 s by default), so a handler that
+/// keeps failing ends as a consumer dead letter answered 204, instead of
+/// being cut off by the relay, sent again and started over, forever.
+pub const RECEIVE_DEADLINE: Duration = Duration::from_secs(4);
+
 /// Verify a webhook and run `handler` on it through `inbox`. Answer with
-/// [`Received::status`]. Give `inbox` a [`RetryPolicy`](postbox::RetryPolicy)
-/// that fits in the sender's timeout.
+/// [`Received::status`]. Retries of a failing handler end within
+/// [`RECEIVE_DEADLINE`] (or `inbox`'s own deadline), then the message is
+/// kept as a consumer dead letter.
 pub async fn receive<H: Handler>(
     verifier: &Verifier,
     inbox: &InboxConsumer,
@@ -186,7 +194,11 @@ pub async fn receive<H: Handler>(
         Ok(m) => m,
         Err(e) => return Received::Refused(e),
     };
-    match inbox.process(&msg, handler, shutdown).await {
+    let deadline = inbox.delivery_deadline().unwrap_or(RECEIVE_DEADLINE);
+    match inbox
+        .process_within(&msg, handler, shutdown, Some(deadline))
+        .await
+    {
         Ok(done) => Received::Done(done),
         Err(e) => Received::Unavailable(e),
     }

@@ -315,3 +315,73 @@ async fn the_rust_receiver_verifies_and_applies_each_event_once() {
     drop(relay);
     ctx.cleanup().await;
 }
+
+/// A receiver with default settings and a handler that always fails answers
+/// within the relay's webhook timeout (5 s): the message is kept as a
+/// consumer dead letter and answered 204, so the relay moves the key on
+/// rather than cutting the request off, sending it again and starting the
+/// retries over, forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_default_receiver_ends_a_failing_handler_within_the_relays_timeout() {
+    struct AlwaysFails;
+    impl postbox::Handler for AlwaysFails {
+        async fn handle(
+            &self,
+            _tx: &mut postbox::sqlx::PgConnection,
+            _msg: &postbox::Message,
+        ) -> Result<(), postbox::BoxError> {
+            Err("the handler always fails".into())
+        }
+    }
+    let ctx = Ctx::new("hookfail").await;
+    let verifier = postbox_webhook::Verifier::new(&[SECRET]).unwrap();
+    let inbox = postbox::InboxConsumer::new(
+        ctx.pool.clone(),
+        postbox::Inbox::new(&ctx.schema).unwrap(),
+        "hooks",
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let body = br#"{"key":"k","seq":1}"#;
+    let id = "0190d6a4-7a5e-7c1e-9d1e-1a2b3c4d5e6f";
+    let mut headers = axum::http::HeaderMap::new();
+    headers.insert("webhook-id", id.parse().unwrap());
+    headers.insert("webhook-timestamp", now.to_string().parse().unwrap());
+    headers.insert(
+        "webhook-signature",
+        postbox_webhook::SigningKey::from_secret(SECRET)
+            .unwrap()
+            .sign(id, now, body)
+            .parse()
+            .unwrap(),
+    );
+    let started = std::time::Instant::now();
+    let stop = postbox::CancellationToken::new();
+    let received =
+        postbox_webhook::receive(&verifier, &inbox, &AlwaysFails, &headers, body, &stop).await;
+    let took = started.elapsed();
+    assert_eq!(received.status(), 204, "{received:?}");
+    assert!(
+        matches!(
+            received,
+            postbox_webhook::Received::Done(postbox::Processed::DeadLettered)
+        ),
+        "{received:?}"
+    );
+    assert!(
+        took < std::time::Duration::from_millis(4500),
+        "took {took:?}"
+    );
+    let kept: i64 = sqlx::query_scalar(&format!(
+        "SELECT count(*) FROM {}.inbox_dead_letter WHERE consumer = 'hooks' AND message_id = $1",
+        ctx.schema
+    ))
+    .bind(id)
+    .fetch_one(&ctx.pool)
+    .await
+    .unwrap();
+    assert_eq!(kept, 1);
+    ctx.cleanup().await;
+}

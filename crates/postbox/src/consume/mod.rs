@@ -87,6 +87,9 @@ pub struct InboxConsumer {
     patience: Option<Duration>,
     retry: RetryPolicy,
     replay_poll: Duration,
+    /// How long one delivery may take in all before a failing message is
+    /// kept as a dead letter ([`deadline`](InboxConsumer::deadline)).
+    deadline: Option<Duration>,
 }
 
 impl InboxConsumer {
@@ -101,7 +104,24 @@ impl InboxConsumer {
             patience: None,
             retry: RetryPolicy::default(),
             replay_poll: Duration::from_secs(2),
+            deadline: None,
         }
+    }
+
+    /// End each delivery of a failing message within `limit`: a retry whose
+    /// wait would end past it is not waited for, and the message is kept as
+    /// a dead letter at once (acknowledge it then). For a sender that stops
+    /// waiting for the answer and sends again (a webhook's timeout): a
+    /// handler still retrying then would start over at every delivery, and
+    /// its key would never move on. The handler's own run is not cut short.
+    pub fn deadline(mut self, limit: Duration) -> Self {
+        self.deadline = Some(limit);
+        self
+    }
+
+    /// The [`deadline`](InboxConsumer::deadline) set, if any.
+    pub fn delivery_deadline(&self) -> Option<Duration> {
+        self.deadline
     }
 
     /// Give up on a database outage after `limit` with
@@ -141,7 +161,21 @@ impl InboxConsumer {
         handler: &H,
         shutdown: &CancellationToken,
     ) -> Result<Processed, ConsumeError> {
+        self.process_within(msg, handler, shutdown, self.deadline)
+            .await
+    }
+
+    /// [`process`](InboxConsumer::process) with `deadline` in place of the
+    /// consumer's own ([`deadline`](InboxConsumer::deadline)).
+    pub async fn process_within<H: Handler>(
+        &self,
+        msg: &Message,
+        handler: &H,
+        shutdown: &CancellationToken,
+        deadline: Option<Duration>,
+    ) -> Result<Processed, ConsumeError> {
         let attempts = self.retry.attempts.max(1);
+        let started = std::time::Instant::now();
         let mut failures = 0;
         let mut first_failure: Option<std::time::Instant> = None;
         loop {
@@ -154,14 +188,15 @@ impl InboxConsumer {
                 .get_or_insert_with(std::time::Instant::now)
                 .elapsed();
             metrics::counter!("postbox_inbox_handler_failures_total", "consumer" => self.name.to_string()).increment(1);
-            if failures >= attempts || permanent {
+            let wait = self.retry.delay(failures);
+            let out_of_time = deadline.is_some_and(|d| started.elapsed() + wait >= d);
+            if failures >= attempts || permanent || out_of_time {
                 self.keep_dead_letter(msg, failures, &error, failing_for, shutdown)
                     .await?;
                 metrics::counter!("postbox_inbox_dead_letters_total", "consumer" => self.name.to_string()).increment(1);
                 report::dead_lettered(&self.name, msg, failures, &error);
                 return Ok(Processed::DeadLettered);
             }
-            let wait = self.retry.delay(failures);
             report::handler_failed(&self.name, msg, failures, attempts, &error, wait);
             tokio::select! {
                 _ = shutdown.cancelled() => return Err(ConsumeError::Cancelled),
