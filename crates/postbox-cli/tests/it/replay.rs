@@ -90,7 +90,9 @@ async fn a_dry_run_counts_per_topic_and_changes_nothing_then_the_selection_is_re
 }
 
 /// `--rate` holds: 250 events at 100 a second take at least 2 s (chunks of at
-/// most a second's worth, each started on time, never ahead).
+/// most a tenth of a second's worth, each started on time, never ahead), and
+/// the progress lines say so (they once counted a chunk before its wait, and
+/// showed 1,427 events/s under `--rate 1000`).
 #[tokio::test]
 async fn the_rate_is_a_ceiling() {
     let ctx = Ctx::new("replay_rate").await;
@@ -102,6 +104,19 @@ async fn the_rate_is_a_ceiling() {
         start.elapsed() >= std::time::Duration::from_secs(2),
         "{out}"
     );
+    let rates: Vec<f64> = out
+        .lines()
+        .filter_map(|l| {
+            l.split(" at ")
+                .nth(1)?
+                .split(" events/s")
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect();
+    assert!(!rates.is_empty(), "no progress line: {out}");
+    assert!(rates.iter().all(|r| *r <= 105.0), "{rates:?}: {out}");
     assert_eq!(ctx.unsent().await, 250);
     ctx.cleanup().await;
 }
