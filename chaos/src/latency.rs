@@ -76,7 +76,8 @@ async fn measure(
     Ok(lat)
 }
 
-fn pct(sorted: &[f64], p: f64) -> f64 {
+/// The `p`-th percentile (nearest rank) of `sorted`; NaN when empty.
+pub fn pct(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
     }

@@ -80,9 +80,12 @@ struct RunArgs {
     /// Scenario names, `fast` or `all`.
     #[arg(required = true)]
     scenarios: Vec<String>,
-    /// How long `long-snapshot` and `idle-writer` hold their transaction.
-    #[arg(long, default_value = "30s", value_parser = humantime_serde::re::humantime::parse_duration)]
-    hold: std::time::Duration,
+    /// How long the scenarios that hold something hold it: `long-snapshot`
+    /// and `idle-writer` their transaction (default 30 s),
+    /// `broker-cut-one-relay` and `broker-down-all-relays` the broker cut
+    /// (default 60 s; 10 s for `broker-cut-one-relay` in `fast`).
+    #[arg(long, value_parser = humantime_serde::re::humantime::parse_duration)]
+    hold: Option<std::time::Duration>,
     /// Admin PostgreSQL URL (creates per-run roles and schemas).
     #[arg(
         long,
@@ -189,21 +192,23 @@ async fn command(command: Command) -> Result<bool, chat::Error> {
             Ok::<bool, chat::Error>(ok)
         }
         Command::Run(a) => {
+            // Each scenario, and whether it runs as part of `fast`.
             let mut chosen = Vec::new();
             for s in &a.scenarios {
                 match s.as_str() {
-                    "all" => chosen.extend(scenarios::ALL),
+                    "all" => chosen.extend(scenarios::ALL.iter().map(|s| (*s, false))),
                     "fast" => {
                         for name in scenarios::FAST {
-                            chosen.push(scenarios::find(name)?);
+                            chosen.push((scenarios::find(name)?, true));
                         }
                     }
-                    other => chosen.push(scenarios::find(other)?),
+                    other => chosen.push((scenarios::find(other)?, false)),
                 }
             }
             let mut failed = Vec::new();
-            for scenario in chosen {
-                if !scenarios::run(&a.admin_url, scenario, a.hold).await? {
+            for (scenario, fast) in chosen {
+                let hold = a.hold.unwrap_or_else(|| scenario.default_hold(fast));
+                if !scenarios::run(&a.admin_url, scenario, hold).await? {
                     failed.push(scenario.name());
                 }
             }

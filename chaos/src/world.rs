@@ -74,6 +74,8 @@ pub struct World {
     postbox_bin: PathBuf,
     /// Between the first consumers relay and PostgreSQL, if [`Options::pg_proxy`].
     pub pg_proxy: Option<Proxy>,
+    /// Between the first consumers relays and Redis, if [`Options::relay_redis_proxy`].
+    pub relay_proxy: Option<Proxy>,
     /// Between the services and relays and PostgreSQL, if [`Options::pooler`].
     pub poolers: Option<Poolers>,
     /// The broker flags of the relays (the Redis URL is the proxy's, if any).
@@ -105,6 +107,10 @@ pub struct Options {
     /// Route the first consumers relay's PostgreSQL sessions through a fault
     /// [`Proxy`] (everything else talks to PostgreSQL directly).
     pub pg_proxy: bool,
+    /// Route the Redis connections of the first this many consumers relays
+    /// (BullMQ) through a fault [`Proxy`] of their own (the services, the
+    /// other relays and the harness talk to Redis directly).
+    pub relay_redis_proxy: usize,
     /// Route the services' sessions through PgBouncer in transaction mode
     /// (they run with `--statements unnamed`) and the relays' through
     /// PgBouncer in session mode, as a hosted database's pooled and session
@@ -152,6 +158,20 @@ impl World {
         let broker_args = Node::broker_args(node.as_ref(), &redis_url);
         let (service_broker_args, relay_broker_args) =
             (broker_args.serve_args(), Node::relay_args(&broker_args));
+        let relay_proxy = if o.relay_redis_proxy > 0 {
+            if node.is_some() {
+                return Err("relay_redis_proxy: the broker is BullMQ's Redis only".into());
+            }
+            Some(Proxy::start(([127, 0, 0, 1], redis.port).into()).await?)
+        } else {
+            None
+        };
+        let proxied_relay_broker_args = relay_proxy.as_ref().map(|p| {
+            Node::relay_args(&Node::broker_args(
+                None,
+                &format!("redis://127.0.0.1:{}", p.port()),
+            ))
+        });
         let sfx = &uuid::Uuid::new_v4().simple().to_string()[..8];
         let (cs, ws) = (
             format!("chaos_{sfx}_consumers"),
@@ -230,12 +250,16 @@ impl World {
                         (_, Some(p)) => via(&url, p.relays.port()),
                         _ => url.clone(),
                     };
+                    let broker = match &proxied_relay_broker_args {
+                        Some(args) if i < o.relay_redis_proxy && service == "consumers" => args,
+                        _ => &relay_broker_args,
+                    };
                     relay_proc(
                         &postbox_bin,
                         &format!("relay({service}#{i})"),
                         &url,
                         schema,
-                        &relay_broker_args,
+                        broker,
                         &o.relay_flags,
                         &history,
                     )
@@ -259,6 +283,7 @@ impl World {
             node,
             proxy,
             pg_proxy,
+            relay_proxy,
             poolers,
             consumers,
             workers,

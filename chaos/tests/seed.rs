@@ -112,6 +112,8 @@ fn fast_fault_scenarios_lose_nothing() {
         "pg-partition",
         "pg-failover",
         "pooler",
+        "broker-cut-one-relay",
+        "broker-down-all-relays",
     ] {
         let line = stdout
             .lines()

@@ -7,6 +7,7 @@
 //! scenario prints the filler's lag p99 (claim time − commit time) and the
 //! relay's CPU per 1,000 events before and during the hold.
 
+use super::measure::{server_now, Filler};
 use super::{Run, Scenario};
 use crate::world::World;
 use std::time::{Duration, Instant};
@@ -56,49 +57,6 @@ const FILLER_TOPIC: &str = "horizon-filler";
 /// The bound on the filler's lag p99 during the hold for a clean verdict.
 const LAG_BOUND_MS: f64 = 1000.0;
 
-/// Writes filler events until stopped.
-struct Filler {
-    task: tokio::task::JoinHandle<Result<u64, sqlx::Error>>,
-    stop: tokio::sync::watch::Sender<bool>,
-}
-
-impl Filler {
-    fn start(w: &World) -> Filler {
-        let (pool, schema) = (w.admin.clone(), w.consumers.schema.clone());
-        let (stop, mut stopped) = tokio::sync::watch::channel(false);
-        let task = tokio::spawn(async move {
-            let every = Duration::from_micros(1_000_000 * FILLER_BATCH / FILLER_RATE);
-            let mut tick = tokio::time::interval(every);
-            let mut n = 0u64;
-            loop {
-                tokio::select! {
-                    _ = tick.tick() => {}
-                    _ = stopped.changed() => return Ok(n),
-                }
-                sqlx::query(&format!(
-                    "INSERT INTO {schema}.outbox (topic, event, key, payload)
-                     SELECT $1, 'filler', 'k' || ((($2::bigint) + g) % 64), '{{}}'
-                       FROM generate_series(1, $3::bigint) g"
-                ))
-                .bind(FILLER_TOPIC)
-                .bind(n as i64)
-                .bind(FILLER_BATCH as i64)
-                .execute(&pool)
-                .await?;
-                n += FILLER_BATCH;
-            }
-        });
-        Filler { task, stop }
-    }
-
-    /// Stop after the statement in flight, if any, has committed: a statement
-    /// cut off by an abort could commit after the checker looked.
-    async fn stop(self) -> Result<u64, chat::Error> {
-        let _ = self.stop.send(true);
-        Ok(self.task.await.map_err(|e| e.to_string())??)
-    }
-}
-
 /// Lag p99 (ms) of the filler rows written in `[from, to)` (server time), and
 /// how many were sent.
 async fn lag(w: &World, from: f64, to: f64) -> Result<(f64, i64), sqlx::Error> {
@@ -128,13 +86,6 @@ async fn unsent_before(w: &World, to: f64) -> Result<i64, sqlx::Error> {
     .bind(to)
     .fetch_one(&w.admin)
     .await
-}
-
-/// The server's clock, in seconds since the epoch.
-async fn server_now(w: &World) -> Result<f64, sqlx::Error> {
-    sqlx::query_scalar("SELECT extract(epoch FROM clock_timestamp())::float8")
-        .fetch_one(&w.admin)
-        .await
 }
 
 /// CPU time (user + system) of process `pid` so far.
@@ -185,7 +136,7 @@ async fn hold_beside_filler(
 ) -> Result<bool, chat::Error> {
     let h = w.history.clone();
     let pid = w.consumers.relays[0].pid().ok_or("relay not running")?;
-    let filler = Filler::start(w);
+    let filler = Filler::start(w, FILLER_TOPIC, 64, FILLER_RATE, FILLER_BATCH);
     tokio::time::sleep(Duration::from_secs(2)).await;
     let before = window(w, pid, Duration::from_secs(5)).await?;
 

@@ -6,7 +6,10 @@
 //! chats have converged ([`Scenario::judge`]).
 
 mod backlog_1m;
+mod broker_cut_one_relay;
+mod broker_down_all_relays;
 mod horizon;
+mod measure;
 mod pg_failover;
 mod pg_immediate_stop;
 mod pg_partition;
@@ -47,6 +50,15 @@ pub trait Scenario: Sync {
     async fn judge(&self, _run: &Run) -> Result<bool, chat::Error> {
         Ok(true)
     }
+    /// How long it holds its fault when `--hold` is not given; `fast`: when
+    /// run as part of `chaos run fast`.
+    fn default_hold(&self, _fast: bool) -> Duration {
+        Duration::from_secs(30)
+    }
+    /// How long the chats' load runs, for a fault held `hold`.
+    fn load(&self, _hold: Duration) -> Duration {
+        LOAD
+    }
 }
 
 /// Every scenario, in the order `chaos list` shows them.
@@ -69,6 +81,8 @@ pub const ALL: &[&dyn Scenario] = &[
     &horizon::IdleWriter,
     &pg_partition::PgPartition,
     &pooler::Pooler,
+    &broker_cut_one_relay::BrokerCutOneRelay,
+    &broker_down_all_relays::BrokerDownAllRelays,
 ];
 
 /// The fast subset CI runs next to the seed scenario.
@@ -82,6 +96,8 @@ pub const FAST: &[&str] = &[
     "pg-partition",
     "pg-failover",
     "pooler",
+    "broker-cut-one-relay",
+    "broker-down-all-relays",
 ];
 
 /// What a scenario's world needs.
@@ -98,6 +114,11 @@ pub struct Setup {
     pub pg_proxy: bool,
     /// See [`Options::pooler`].
     pub pooler: bool,
+    /// See [`Options::relay_redis_proxy`].
+    pub relay_redis_proxy: usize,
+    /// Chats the load goes round (the chat seeds 1..=3; more are added to
+    /// the consumers' schema before the load starts).
+    pub chats: i64,
 }
 
 impl Default for Setup {
@@ -109,6 +130,8 @@ impl Default for Setup {
             redis_proxy: false,
             pg_proxy: false,
             pooler: false,
+            relay_redis_proxy: 0,
+            chats: CHATS,
         }
     }
 }
@@ -131,15 +154,19 @@ pub struct Run {
     pub cluster: Option<PgCluster>,
     /// The standby of [`Postgres::WithStandby`].
     pub standby: Option<PgCluster>,
-    /// `--hold`, for the scenarios that hold a transaction.
+    /// `--hold`, for the scenarios that hold a transaction or a fault.
     pub hold: Duration,
     /// When the load started.
     t0: Instant,
+    /// How long the load runs ([`Scenario::load`]).
+    load: Duration,
     /// A window (seconds on the history's clock) where answers other than
     /// 201 are expected; outside it, every answer must be a 201.
     pub outage: Option<(f64, f64)>,
     /// False once a check made during the faults failed.
     pub ok: bool,
+    /// What [`Scenario::faults`] measured for its [`Scenario::judge`].
+    pub measured: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 impl Run {
@@ -150,7 +177,7 @@ impl Run {
 
     /// Whether the load is still running.
     pub fn loading(&self) -> bool {
-        self.t0.elapsed() < LOAD
+        self.t0.elapsed() < self.load
     }
 
     /// The run's history.
@@ -166,13 +193,18 @@ const LOAD: Duration = Duration::from_secs(6);
 /// Send messages round-robin over the chats at RATE for `duration`; each
 /// chat's messages are sent one after the other, so their order is causal.
 pub async fn load(sender: Sender, duration: Duration) -> Result<(), chat::Error> {
+    load_over(sender, duration, CHATS).await
+}
+
+/// [`load`] over chats `1..=chats`.
+async fn load_over(sender: Sender, duration: Duration, chats: i64) -> Result<(), chat::Error> {
     let every = Duration::from_micros(1_000_000 / RATE);
     let total = duration.as_millis() as u64 * RATE / 1000;
     let mut next = Instant::now();
     for i in 0..total {
         tokio::time::sleep_until(next.into()).await;
         next += every;
-        sender.send_next(1 + (i as i64 % CHATS)).await?;
+        sender.send_next(1 + (i as i64 % chats)).await?;
     }
     Ok(())
 }
@@ -221,6 +253,7 @@ pub async fn run(
             redis_proxy: setup.redis_proxy,
             pg_proxy: setup.pg_proxy,
             pooler: setup.pooler,
+            relay_redis_proxy: setup.relay_redis_proxy,
             // Services and relays on both hosts, following the writable one.
             db_hosts: standby
                 .as_ref()
@@ -230,19 +263,32 @@ pub async fn run(
         },
     )
     .await?;
+    if setup.chats > CHATS {
+        sqlx::query(&format!(
+            "INSERT INTO {}.chats (id, title) SELECT g, 'chat ' || g FROM generate_series($1, $2) g
+             ON CONFLICT (id) DO NOTHING",
+            w.consumers.schema
+        ))
+        .bind(CHATS + 1)
+        .bind(setup.chats)
+        .execute(&w.admin)
+        .await?;
+    }
     let mut run = Run {
         w,
         cluster,
         standby,
         hold,
         t0: Instant::now(),
+        load: scenario.load(hold),
         outage: None,
         ok: true,
+        measured: None,
     };
     run.w.consumers.start(&[]).await?;
     run.w.workers.start(&[]).await?;
     let h = run.history();
-    let load_task = tokio::spawn(load(run.w.sender(), LOAD));
+    let load_task = tokio::spawn(load_over(run.w.sender(), run.load, setup.chats));
     run.t0 = Instant::now();
     scenario.faults(&mut run).await?;
     load_task.await??;

@@ -299,7 +299,11 @@ impl Relay {
         );
         for schema in &schemas {
             let signals = wakers[schema.as_str()].clone();
-            let crew = Arc::new(crate::worker::Crew::new(&config, schema.as_str()));
+            let crew = Arc::new(crate::worker::Crew::new(
+                &config,
+                schema.as_str(),
+                self.health.clone(),
+            ));
             for n in 0..config.workers {
                 let worker = Worker::new(
                     config.clone(),
@@ -435,7 +439,10 @@ fn check_pace(config: &Config) -> crate::broker_watch::Every {
         (Duration::from_secs(15), timeout)
     } else {
         let verdict = after.saturating_sub(config.health_interval);
-        (after, verdict.clamp(Duration::from_secs(1), Duration::from_secs(5)))
+        (
+            after,
+            verdict.clamp(Duration::from_secs(1), Duration::from_secs(5)),
+        )
     };
     crate::broker_watch::Every {
         up,

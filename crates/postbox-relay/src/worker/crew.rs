@@ -15,6 +15,12 @@
 //! between batches, through their advisory locks (see `ownership`), so the
 //! crew decides nothing about per-key order; it only sets each worker's
 //! target share.
+//!
+//! While a sink cannot reach its broker the crew neither spreads nor
+//! consolidates: the backlog that builds up would spread it, yet more
+//! workers deliver nothing more, and partitions a worker gives back for its
+//! crew-mates may be taken by another relay's worker first, so partitions
+//! would change relays while no relay can publish (`health`).
 
 use crate::Config;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -51,10 +57,20 @@ pub(crate) struct Crew {
     /// Read positions of partitions given back, for the worker that takes
     /// them next (consolidating and spreading move them often).
     pub(crate) handover: super::cursor::Handover,
+    /// The relay's sinks: while one is unavailable the crew stays as it is.
+    health: Option<Arc<crate::health::Health>>,
 }
 
 impl Crew {
-    pub(crate) fn new(config: &Config, schema: &str) -> Self {
+    pub(crate) fn new(config: &Config, schema: &str, health: Arc<crate::health::Health>) -> Self {
+        Crew {
+            health: Some(health),
+            ..Crew::healthy(config, schema)
+        }
+    }
+
+    /// A crew whose broker always answers.
+    fn healthy(config: &Config, schema: &str) -> Self {
         let workers = config.workers.max(1);
         let active = config.keeping_up_workers.clamp(1, workers);
         let crew = Crew {
@@ -74,6 +90,7 @@ impl Crew {
             consolidated: AtomicBool::new(false),
             active_online: AtomicUsize::new(0),
             handover: Default::default(),
+            health: None,
         };
         crew.report(workers);
         crew
@@ -95,6 +112,9 @@ impl Crew {
     /// A worker of the crew claimed `found` events; a busy pass holds the
     /// crew spread until the returned guard drops, at the pass's end.
     pub(crate) fn claimed(self: &Arc<Self>, found: usize) -> Option<BusyPass> {
+        if self.broker_down() {
+            return None;
+        }
         if self.consolidated.load(Relaxed) {
             if found < self.full {
                 return None;
@@ -121,8 +141,8 @@ impl Crew {
         {
             return false;
         }
-        if self.consolidated.load(Relaxed) {
-            return true;
+        if self.consolidated.load(Relaxed) || self.broker_down() {
+            return self.consolidated.load(Relaxed);
         }
         let quiet = self.now().saturating_sub(self.last_busy.load(Relaxed));
         if self.busy_passes.load(Relaxed) == 0 && quiet >= self.after.as_millis() as u64 {
@@ -136,6 +156,13 @@ impl Crew {
             return true;
         }
         false
+    }
+
+    /// Whether a sink of the relay cannot reach its broker now.
+    fn broker_down(&self) -> bool {
+        self.health
+            .as_ref()
+            .is_some_and(|h| h.down_for(std::time::Instant::now()).is_some())
     }
 
     /// Worker `n`'s session came up (`true`) or went (`false`); calls come
@@ -189,7 +216,7 @@ mod tests {
     }
 
     fn crew(workers: usize, keeping_up_workers: usize, after: Duration) -> Arc<Crew> {
-        let crew = Arc::new(Crew::new(
+        let crew = Arc::new(Crew::healthy(
             &Config {
                 workers,
                 keeping_up_workers,
