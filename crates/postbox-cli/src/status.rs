@@ -135,6 +135,13 @@ fn render(s: &SchemaStatus) -> String {
             s.schema
         ));
     }
+    out.push_str(&render_relays(s));
+    out
+}
+
+/// The relays of `s`: who owns what, and a line for each that does not publish.
+fn render_relays(s: &SchemaStatus) -> String {
+    let mut out = String::new();
     if s.relays.is_empty() {
         out.push_str(&format!(
             "  relays: none; the {PARTITIONS} partitions are unowned (start `postbox relay --schemas {}`)\n",

@@ -266,7 +266,7 @@ impl Relay {
             let _ = conn.close().await;
             found
         };
-        let config = Arc::new(self.config);
+        let config = Arc::new(self.config.clone());
         // `postbox-relay:<pid>:<id>@<version>`: what `postbox status` and the
         // console show of each relay, from its sessions' application_name.
         let instance: Arc<str> = format!(
@@ -297,32 +297,7 @@ impl Relay {
             "health".into(),
             crate::health::record(recorder, shutdown.clone()),
         );
-        for schema in &schemas {
-            let signals = wakers[schema.as_str()].clone();
-            let crew = Arc::new(crate::worker::Crew::new(
-                &config,
-                schema.as_str(),
-                self.health.clone(),
-            ));
-            for n in 0..config.workers {
-                let worker = Worker::new(
-                    config.clone(),
-                    schema.clone(),
-                    n,
-                    crate::worker::Parts {
-                        sink: self.sink.clone(),
-                        stats: self.stats.clone(),
-                        instance: instance.clone(),
-                        servers: self.servers.clone(),
-                        crew: crew.clone(),
-                        health: self.health.clone(),
-                    },
-                    signals.clone(),
-                    shutdown.clone(),
-                );
-                tasks.spawn_fallible(format!("worker {schema}#{n}"), worker.run());
-            }
-        }
+        self.spawn_workers(&mut tasks, &config, &schemas, &wakers, &instance, &shutdown);
         tasks.spawn(
             "maintenance".into(),
             crate::maintenance::run(
@@ -397,6 +372,46 @@ impl Relay {
         match failed {
             Some(e) => Err(e),
             None => Ok(()),
+        }
+    }
+}
+
+impl Relay {
+    /// `workers` workers per schema, each schema's as a crew.
+    fn spawn_workers(
+        &self,
+        tasks: &mut Tasks,
+        config: &Arc<Config>,
+        schemas: &[postbox::SchemaName],
+        wakers: &HashMap<String, wake::SchemaSignals>,
+        instance: &Arc<str>,
+        shutdown: &CancellationToken,
+    ) {
+        for schema in schemas {
+            let signals = &wakers[schema.as_str()];
+            let crew = Arc::new(crate::worker::Crew::new(
+                config,
+                schema.as_str(),
+                self.health.clone(),
+            ));
+            for n in 0..config.workers {
+                let worker = Worker::new(
+                    config.clone(),
+                    schema.clone(),
+                    n,
+                    crate::worker::Parts {
+                        sink: self.sink.clone(),
+                        stats: self.stats.clone(),
+                        instance: instance.clone(),
+                        servers: self.servers.clone(),
+                        crew: crew.clone(),
+                        health: self.health.clone(),
+                    },
+                    signals.clone(),
+                    shutdown.clone(),
+                );
+                tasks.spawn_fallible(format!("worker {schema}#{n}"), worker.run());
+            }
         }
     }
 }
