@@ -68,7 +68,21 @@ async fn a_scheduled_event_is_delivered_at_its_time_and_holds_back_no_one() {
         view.wait_len().await == 2
     })
     .await;
-    let (created, sent) = outbox_row(&ctx, later.event_id).await.unwrap();
+    let Some((created, sent)) = outbox_row(&ctx, later.event_id).await else {
+        let rows: Vec<(String, String)> = sqlx::query_as(&format!(
+            "SELECT event_id::text, coalesce(sent_at::text, '-') FROM {}.outbox",
+            ctx.schema
+        ))
+        .fetch_all(&ctx.pool)
+        .await
+        .unwrap();
+        panic!(
+            "no outbox row for {}: outbox {rows:?}, queue {:?}\n{}",
+            later.event_id,
+            view.waiting().await,
+            relay.output()
+        );
+    };
     assert_eq!(created, at, "its outbox row counts from its due time");
     assert!(sent.unwrap() >= at, "sent at {sent:?}, due {at}");
     let seen = view.waiting().await;
