@@ -181,11 +181,19 @@ impl Timeline {
 
     /// Every message sent, how many arrived, and the percentiles of those that did.
     pub(super) fn measure(&self) -> Measure {
+        let n = self.sent.lock().unwrap().len();
+        self.measure_range(0..n)
+    }
+
+    /// [`Timeline::measure`] of messages `seqs` only (those of a window).
+    pub(super) fn measure_range(&self, seqs: std::ops::Range<usize>) -> Measure {
         let sent = self.sent.lock().unwrap();
         let done = self.done.lock().unwrap();
-        let mut ms: Vec<f64> = sent
+        let seqs = seqs.start.min(sent.len())..seqs.end.min(sent.len());
+        let count = seqs.len();
+        let mut ms: Vec<f64> = sent[seqs.clone()]
             .iter()
-            .zip(done.iter())
+            .zip(&done[seqs])
             .filter_map(|(s, d)| Some(d.as_ref()?.saturating_duration_since(*s.as_ref()?)))
             .map(|d| d.as_secs_f64() * 1000.0)
             .collect();
@@ -198,7 +206,7 @@ impl Timeline {
             }
         };
         (
-            sent.len() as u64,
+            count as u64,
             ms.len() as u64,
             pct(50.0),
             pct(95.0),

@@ -7,7 +7,9 @@
 //! commit → consumer inbox commit), [`producer`] (cost of the outbox row to a
 //! producer), [`consumer`] (inbox worker throughput), [`load`] (the whole
 //! pipeline with producers flat out), [`restart`] (latency during a rolling
-//! relay restart), [`replay`] (latency while `postbox replay` runs),
+//! relay restart), [`sick_relay`] (one of two relays cut off from its broker,
+//! or slow to reach it, per `unavailable_after`), [`replay`] (latency while
+//! `postbox replay` runs),
 //! [`scheduled`] (the drain beside scheduled events, their lateness), [`health`]
 //! (outbox size under sustained load); [`ctx`] holds
 //! what every run shares, [`parts`] what several benchmarks assemble,
@@ -30,6 +32,7 @@ mod replay;
 mod report;
 mod restart;
 mod scheduled;
+mod sick_relay;
 
 use args::{Args, Params, Which};
 use clap::{Parser, ValueEnum};
@@ -135,6 +138,7 @@ async fn run_all(ctx: &Ctx, which: &[Which], rep: &mut report::Report) -> Result
             Which::Health => rep.health = Some(health::run(ctx).await?),
             Which::Load => rep.load = Some(load::run(ctx).await?),
             Which::Restart => rep.restart = Some(restart::run(ctx).await?),
+            Which::SickRelay => rep.sick_relay = Some(sick_relay::run(ctx).await?),
             Which::Replay => rep.replay = Some(replay::run(ctx).await?),
             Which::Scheduled => {
                 let (drain, late) = scheduled::run(ctx).await?;

@@ -6,7 +6,9 @@ use super::Ctx;
 use crate::BenchError;
 use postbox::{Inbox, SchemaName};
 use postbox_bullmq::{inbox_worker, BullmqConfig, BullmqSink, InboxWorker};
-use postbox_relay::{BoxError, Destination, OutboxEvent, Outcome, Relay, Secret, SinkError};
+use postbox_relay::{
+    BoxError, Config, Destination, OutboxEvent, Outcome, Relay, Secret, SinkError,
+};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::PgPool;
 use std::sync::Arc;
@@ -105,11 +107,23 @@ pub(crate) async fn recording_consumer<F>(
 where
     F: Fn(&postbox::Message) + Send + Sync + 'static,
 {
+    inbox_consumer(ctx, schema, queue, concurrency, InboxOnly(on_commit)).await
+}
+
+/// An inbox worker on the BullMQ queue `queue` with `handler` (its own
+/// effect and hooks, e.g. one that counts duplicates); as [`recording_consumer`].
+pub(crate) async fn inbox_consumer<H: postbox::Handler>(
+    ctx: &Ctx,
+    schema: &SchemaName,
+    queue: &str,
+    concurrency: usize,
+    handler: H,
+) -> Result<(InboxWorker<H>, PgPool), BenchError> {
     let pool = pool(ctx, concurrency as u32 + 2).await?;
     let worker = inbox_worker(
         postbox::InboxConsumer::new(pool.clone(), Inbox::new(schema.as_str())?, "bench"),
         queue,
-        InboxOnly(on_commit),
+        handler,
         ctx.worker_options(concurrency),
         CancellationToken::new(),
     )
@@ -124,12 +138,18 @@ pub(crate) fn bullmq_relay(
     schema: &SchemaName,
     poll_interval: Duration,
 ) -> Result<Relay, BenchError> {
+    bullmq_relay_with(ctx.relay_config(schema, poll_interval), &ctx.p.redis_url)
+}
+
+/// A relay with these settings to BullMQ at `redis_url` (e.g. through a
+/// fault proxy), with the sink's defaults.
+pub(crate) fn bullmq_relay_with(config: Config, redis_url: &str) -> Result<Relay, BenchError> {
     let sink = BullmqSink::new(BullmqConfig {
-        redis_url: Secret::new(ctx.p.redis_url.clone()),
+        redis_url: Secret::new(redis_url.to_owned()),
         ..Default::default()
     })?;
     Ok(Relay::new(
-        ctx.relay_config(schema, poll_interval),
+        config,
         Arc::new(postbox_relay::Delivery::new(sink)),
     )?)
 }

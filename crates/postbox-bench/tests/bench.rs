@@ -140,6 +140,20 @@ async fn bench_all_quick_writes_every_figure_and_the_chart() {
         stdout.contains("relay 2 replaced at"),
         "no replacement line: {stdout}"
     );
+    // One relay of two cut off from Redis, or slow to reach it, at each
+    // unavailable_after (--quick: 1 s): every message arrives, and the relay
+    // with a direct path never stands by.
+    let sick = report["sick_relay"]["rows"].as_array().unwrap();
+    assert_eq!(sick.len(), 4, "{sick:?}");
+    for r in sick {
+        assert_eq!(r["received"], r["sent"], "{r}");
+        assert_eq!(r["other_standbys"], 0, "{r}");
+        assert!(r["p99_ms"]["median"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    assert!(
+        stdout.contains("| 1s | cut for 3s |"),
+        "no sick-relay table: {stdout}"
+    );
     // Live events with no replay, then during replays at three paces: every
     // live message arrives.
     let replay = report["replay"]["rows"].as_array().unwrap();

@@ -22,6 +22,8 @@ pub enum Which {
     Load,
     /// Producer commit → consumer inbox commit at `--rate` while two relays are restarted in turn, against the same relays left alone.
     Restart,
+    /// Two relays at `--rate`, one of them reaching Redis through a fault proxy, for each of `--unavailable-afters`: latency when that relay is cut off (`--cut-hold`), and its stand-bys and latency when its broker is only slow, against no fault.
+    SickRelay,
     /// Live events' latency at `--rate` while `postbox replay` sends `--replay-events` retained events again at each `--replay-rates` pace, against no replay.
     Replay,
     /// The drain beside 1,000,000 scheduled events against none, and how late scheduled events are delivered.
@@ -134,7 +136,19 @@ pub struct Args {
     /// Scheduled: events due over five seconds whose lateness is measured [default: 5000; --quick: 200].
     #[arg(long)]
     scheduled_due: Option<u64>,
-    /// Health, restart and replay: (live) events per second.
+    /// Sick relay: the relays' `unavailable_after` values measured in turn [default: 1s,2s,3s,5s,10s; --quick: 1s].
+    #[arg(long, value_delimiter = ',', value_parser = parse_duration)]
+    unavailable_afters: Option<Vec<Duration>>,
+    /// Sick relay: how long one relay is cut off from Redis [default: 15s; --quick: 3s].
+    #[arg(long, value_parser = parse_duration)]
+    cut_hold: Option<Duration>,
+    /// Sick relay: latency its proxy adds each way, 2 s of every 5 (a broker slow in bursts).
+    #[arg(long, value_parser = parse_duration, default_value = "300ms")]
+    burst_latency: Duration,
+    /// Sick relay: latency its proxy adds each way for the whole run (a steadily slow broker).
+    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    steady_latency: Duration,
+    /// Health, restart, replay and sick relay: (live) events per second.
     #[arg(long, default_value_t = 1000)]
     rate: u64,
     /// The table-health benchmark alone, for this long (same as `postbox-bench health --health-duration`).
@@ -190,6 +204,14 @@ pub(crate) struct Params {
     pub(super) replay_rates: Vec<u64>,
     pub(super) scheduled_events: u64,
     pub(super) scheduled_due: u64,
+    #[serde(serialize_with = "durations")]
+    pub(super) unavailable_afters: Vec<Duration>,
+    #[serde(with = "humantime_serde")]
+    pub(super) cut_hold: Duration,
+    #[serde(with = "humantime_serde")]
+    pub(super) burst_latency: Duration,
+    #[serde(with = "humantime_serde")]
+    pub(super) steady_latency: Duration,
 }
 
 fn durations<S: serde::Serializer>(v: &[Duration], s: S) -> Result<S::Ok, S::Error> {
@@ -218,6 +240,7 @@ impl Args {
                 Which::Consumer,
                 Which::Load,
                 Which::Restart,
+                Which::SickRelay,
                 Which::Replay,
                 Which::Scheduled,
                 Which::Health,
@@ -278,6 +301,15 @@ impl Args {
                 .scheduled_events
                 .unwrap_or(if q { 10_000 } else { 1_000_000 }),
             scheduled_due: self.scheduled_due.unwrap_or(if q { 200 } else { 5000 }),
+            unavailable_afters: self.unavailable_afters.clone().unwrap_or_else(|| {
+                let secs: &[u64] = if q { &[1] } else { &[1, 2, 3, 5, 10] };
+                secs.iter().map(|s| Duration::from_secs(*s)).collect()
+            }),
+            cut_hold: self
+                .cut_hold
+                .unwrap_or(Duration::from_secs(if q { 3 } else { 15 })),
+            burst_latency: self.burst_latency,
+            steady_latency: self.steady_latency,
         };
         let at_least_one = [
             ("reps", p.reps > 0),
@@ -303,6 +335,7 @@ impl Args {
             ("replay-events", p.replay_events > 0),
             ("scheduled-events", p.scheduled_events > 0),
             ("scheduled-due", p.scheduled_due > 0),
+            ("unavailable-afters", !p.unavailable_afters.is_empty()),
         ];
         if let Some((name, _)) = at_least_one.iter().find(|(_, ok)| !ok) {
             return Err(format!("--{name} must be at least 1"));
@@ -319,6 +352,9 @@ impl Args {
         nonzero("load-duration", p.load_duration)?;
         nonzero("health-duration", p.health_duration)?;
         nonzero("health-every", p.health_every)?;
+        nonzero("cut-hold", p.cut_hold)?;
+        nonzero("burst-latency", p.burst_latency)?;
+        nonzero("steady-latency", p.steady_latency)?;
         for d in &p.poll_intervals {
             nonzero("poll-intervals", *d)?;
         }

@@ -88,11 +88,31 @@ fn quick_shrinks_what_was_not_given() {
     let (_, p) = resolve(&["--quick", "--events", "500"]).unwrap();
     assert_eq!((p.reps, p.events, p.jobs), (1, 500, 1000));
     assert_eq!(p.health_duration, Duration::from_secs(3));
+    assert_eq!(p.unavailable_afters, [Duration::from_secs(1)]);
+    assert_eq!(p.cut_hold, Duration::from_secs(3));
+}
+
+#[test]
+fn sick_relay_measures_each_unavailable_after() {
+    let (which, p) = resolve(&["sick-relay"]).unwrap();
+    assert_eq!(which, [Which::SickRelay]);
+    let secs: Vec<u64> = p.unavailable_afters.iter().map(|d| d.as_secs()).collect();
+    assert_eq!(secs, [1, 2, 3, 5, 10]);
+    assert_eq!(p.cut_hold, Duration::from_secs(15));
+    let (_, p) = resolve(&["sick-relay", "--unavailable-afters", "0s,500ms"]).unwrap();
+    assert_eq!(
+        p.unavailable_afters,
+        [Duration::ZERO, Duration::from_millis(500)]
+    );
+    assert_eq!(
+        resolve(&["sick-relay", "--cut-hold", "0s"]).unwrap_err(),
+        "--cut-hold must be longer than 0"
+    );
 }
 
 #[test]
 fn all_and_table_health_choose_the_benchmarks() {
-    assert_eq!(resolve(&["all"]).unwrap().0.len(), 9);
+    assert_eq!(resolve(&["all"]).unwrap().0.len(), 10);
     let (which, p) = resolve(&["--table-health", "2m"]).unwrap();
     assert_eq!(which, [Which::Health]);
     assert_eq!(p.health_duration, Duration::from_secs(120));

@@ -5,10 +5,12 @@
 mod chart;
 mod health;
 mod latency;
+mod sick_relay;
 mod throughput;
 
 pub use health::{HealthRow, HealthSection};
 pub use latency::{LatencyRow, LatencySection};
+pub use sick_relay::{SickRelayRow, SickRelaySection};
 pub use throughput::{Ratio, Section, Spread};
 
 use super::Ctx;
@@ -25,6 +27,7 @@ pub struct Report {
     pub drain: Option<Section>,
     pub latency: Option<LatencySection>,
     pub restart: Option<LatencySection>,
+    pub sick_relay: Option<SickRelaySection>,
     pub replay: Option<LatencySection>,
     pub scheduled: Option<Section>,
     pub scheduled_lateness: Option<LatencySection>,
@@ -43,6 +46,7 @@ impl Report {
             drain: None,
             latency: None,
             restart: None,
+            sick_relay: None,
             replay: None,
             scheduled: None,
             scheduled_lateness: None,
