@@ -68,21 +68,15 @@ async fn a_scheduled_event_is_delivered_at_its_time_and_holds_back_no_one() {
         view.wait_len().await == 2
     })
     .await;
-    let Some((created, sent)) = outbox_row(&ctx, later.event_id).await else {
-        let rows: Vec<(String, String)> = sqlx::query_as(&format!(
-            "SELECT event_id::text, coalesce(sent_at::text, '-') FROM {}.outbox",
-            ctx.schema
-        ))
-        .fetch_all(&ctx.pool)
-        .await
-        .unwrap();
-        panic!(
-            "no outbox row for {}: outbox {rows:?}, queue {:?}\n{}",
-            later.event_id,
-            view.waiting().await,
-            relay.output()
-        );
-    };
+    // The job is in the queue before the relay's claim commits (publish,
+    // then COMMIT): wait for the row to show it sent.
+    wait_until(LONG, "the scheduled event's row marked sent", || async {
+        outbox_row(&ctx, later.event_id)
+            .await
+            .is_some_and(|(_, sent)| sent.is_some())
+    })
+    .await;
+    let (created, sent) = outbox_row(&ctx, later.event_id).await.unwrap();
     assert_eq!(created, at, "its outbox row counts from its due time");
     assert!(sent.unwrap() >= at, "sent at {sent:?}, due {at}");
     let seen = view.waiting().await;
