@@ -105,7 +105,7 @@ async fn run(a: Args) -> Result<(), BenchError> {
         "postbox-bench {}: {} cores, {} repetitions, {}",
         which
             .iter()
-            .map(|w| format!("{w:?}").to_lowercase())
+            .filter_map(|w| Some(w.to_possible_value()?.get_name().to_owned()))
             .collect::<Vec<_>>()
             .join(", "),
         ctx.cores,

@@ -82,7 +82,7 @@ impl SickRelayRow {
 impl SickRelaySection {
     pub fn print(&self) {
         println!(
-            "\nOne relay cut off from its broker, or slow to reach it: {} msg/s, cut for {:.0} s (ms)\n",
+            "\nOne relay cut off from its broker, or slow to reach it: {} msg/s, cut for {} s (ms)\n",
             self.rate, self.cut_hold_s
         );
         println!("| unavailable_after | workload | p50 | p99 | max | received | duplicates | stand-bys (s without partitions) | partitions to the other relay / back after the heal (ms) | p99 ratio |");
