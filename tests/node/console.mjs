@@ -16,6 +16,10 @@
 //                (audit.png)
 //   viewer       as a viewer: the dead-letter page has no replay or purge
 //                button (viewer.png)
+//   hostile      markup and long text in every field: shown as text on the
+//                overview and the dead-letter pages, no script run, no
+//                element made of it (hostile.png); the console in another
+//                page's iframe: refused
 //
 // Prints one JSON line; exits 1 with what it waited for on failure, after a
 // <step>-failed.png. Page errors and console errors fail the step.
@@ -134,6 +138,44 @@ async function run() {
     await page.locator('[data-figure="groups"]').waitFor();
     out.buttons = await page.locator('button[data-action]').count();
     await shot('viewer.png');
+  } else if (stepName === 'hostile') {
+    // Every field holds markup and 5,000 characters: it must show as text.
+    let dialogs = 0;
+    page.on('dialog', (d) => { dialogs += 1; d.dismiss().catch(() => {}); });
+    const s = `${base}/schemas/${schema}`;
+    const pages = [home, `${s}/dead-letters`, `${s}/dead-letters?side=consumer`, `${s}/dead-letters/list`,
+      `${s}/dead-letters/list?side=consumer`, `${s}/dead-letters/relay/1`];
+    out.pages = 0;
+    out.shown_as_text = 0;
+    out.evil_elements = 0;
+    out.pwned = false;
+    for (const url of pages) {
+      step = `loading ${url}`;
+      const res = await page.goto(url);
+      if (!res || res.status() !== 200) throw new Error(`${url} answered ${res && res.status()}`);
+      const seen = await page.evaluate(() => ({
+        pwned: window.__pwned === 1,
+        evil: document.querySelectorAll('[data-evil]').length,
+        text: document.body.innerText.includes('<img src=x onerror='),
+      }));
+      out.pages += 1;
+      out.shown_as_text += seen.text ? 1 : 0;
+      out.evil_elements += seen.evil;
+      out.pwned = out.pwned || seen.pwned;
+    }
+    out.pwned = out.pwned || dialogs > 0;
+    await shot('hostile.png');
+    // Framed by another page: the console refuses (X-Frame-Options, CSP
+    // frame-ancestors), so the frame holds Chromium's error page.
+    step = 'framing the console';
+    const framer = await page.context().newPage();
+    // `load` waits for the frame too, refused or not.
+    await framer.setContent(`<iframe src="${home}" width="800" height="600"></iframe>`, { waitUntil: 'load' });
+    const frame = framer.frames().find((f) => f !== framer.mainFrame());
+    const inside = frame ? await frame.evaluate(() => document.body ? document.body.innerText : '').catch(() => '') : '';
+    out.framed = Boolean(frame) && !frame.url().startsWith('chrome-error') && inside.includes('Overview');
+    out.frame_url = frame ? frame.url() : null;
+    await framer.close();
   } else {
     throw new Error(`unknown step ${stepName}`);
   }

@@ -168,9 +168,7 @@ impl Scenario for BrokerCutOneRelay {
                 None
             }
         };
-        while run.loading() {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        run.loaded().await;
         let written = filler.stop().await?;
         let samples = sampler.stop().await;
 

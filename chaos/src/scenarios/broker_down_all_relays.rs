@@ -124,9 +124,7 @@ impl Scenario for BrokerDownAllRelays {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         tokio::time::sleep_until((healed_at + Duration::from_secs_f64(AFTER)).into()).await;
-        while run.loading() {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        run.loaded().await;
         let written = filler.stop().await?;
         let samples = sampler.stop().await;
 

@@ -180,6 +180,11 @@ impl Run {
         self.t0.elapsed() < self.load
     }
 
+    /// Wait until the load has run its course.
+    pub async fn loaded(&self) {
+        tokio::time::sleep_until((self.t0 + self.load).into()).await;
+    }
+
     /// The run's history.
     pub fn history(&self) -> crate::history::History {
         self.w.history.clone()

@@ -153,3 +153,33 @@ pub(crate) fn bullmq_relay_with(config: Config, redis_url: &str) -> Result<Relay
         Arc::new(postbox_relay::Delivery::new(sink)),
     )?)
 }
+
+/// Send messages `0..n` at `rate` a second from `start`, each in a
+/// transaction of its own, whatever the previous ones are doing: an open
+/// loop, as the latency benchmark's, so a slow pipeline shows as latency
+/// rather than a slower sender.
+pub(crate) async fn open_loop(
+    producers: &PgPool,
+    outbox: &postbox::Outbox,
+    timeline: &Arc<super::latency::Timeline>,
+    queue: &str,
+    (rate, keys): (u64, i64),
+    start: tokio::time::Instant,
+    n: usize,
+) -> Result<(), BenchError> {
+    let mut sends = tokio::task::JoinSet::new();
+    for seq in 0..n {
+        tokio::time::sleep_until(start + Duration::from_secs_f64(seq as f64 / rate as f64)).await;
+        let (pool, outbox, tl, queue) = (
+            producers.clone(),
+            outbox.clone(),
+            timeline.clone(),
+            queue.to_owned(),
+        );
+        sends.spawn(async move { tl.enqueue(&pool, &outbox, &queue, seq, keys).await });
+    }
+    while let Some(r) = sends.join_next().await {
+        r??;
+    }
+    Ok(())
+}

@@ -187,22 +187,16 @@ async fn measure(
         ),
     };
     let start_at = tokio::time::Instant::now();
-    let mut sends = tokio::task::JoinSet::new();
-    for seq in 0..n {
-        tokio::time::sleep_until(start_at + Duration::from_secs_f64(seq as f64 / p.rate as f64))
-            .await;
-        let (pool, outbox, tl, queue, keys) = (
-            producers.clone(),
-            outbox.clone(),
-            timeline.clone(),
-            queue.clone(),
-            p.keys,
-        );
-        sends.spawn(async move { tl.enqueue(&pool, &outbox, &queue, seq, keys).await });
-    }
-    while let Some(r) = sends.join_next().await {
-        r??;
-    }
+    super::parts::open_loop(
+        &producers,
+        &outbox,
+        &timeline,
+        &queue,
+        (p.rate, p.keys),
+        start_at,
+        n,
+    )
+    .await?;
     if let Some(child) = &mut replay {
         if let Some(pid) = child.id() {
             std::process::Command::new("kill")

@@ -176,25 +176,18 @@ async fn measure(ctx: &Ctx, restart: bool, what: &str) -> Result<Measure, BenchE
     let sender = {
         let (timeline, queue, rate) = (timeline.clone(), queue.clone(), p.rate);
         tokio::spawn(async move {
-            let mut sends = tokio::task::JoinSet::new();
-            for seq in 0..n {
-                tokio::time::sleep_until(
-                    start_at + Duration::from_secs_f64(seq as f64 / rate as f64),
-                )
-                .await;
-                let (pool, outbox, tl, queue) = (
-                    producers.clone(),
-                    outbox.clone(),
-                    timeline.clone(),
-                    queue.clone(),
-                );
-                sends.spawn(async move { tl.enqueue(&pool, &outbox, &queue, seq, keys).await });
-            }
-            while let Some(r) = sends.join_next().await {
-                r??;
-            }
+            let sent = super::parts::open_loop(
+                &producers,
+                &outbox,
+                &timeline,
+                &queue,
+                (rate, keys),
+                start_at,
+                n,
+            )
+            .await;
             producers.close().await;
-            Ok::<_, BenchError>(())
+            sent
         })
     };
     if restart {

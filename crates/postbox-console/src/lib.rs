@@ -21,6 +21,7 @@ pub mod ops;
 mod api;
 mod openapi;
 mod pages;
+mod security;
 mod web;
 
 pub use ops::OpsError;
@@ -97,7 +98,8 @@ impl Console {
         let inner = axum::Router::new()
             .merge(api::routes())
             .merge(pages::routes())
-            .with_state(self.clone());
+            .with_state(self.clone())
+            .layer(axum::middleware::map_response(security::headers));
         let base = self.0.base.clone();
         if base.is_empty() {
             return inner;

@@ -27,6 +27,31 @@ pub(crate) enum Reach {
     Down(String),
 }
 
+impl Reach {
+    /// What a check that had `timeout` to answer found.
+    fn of(
+        answer: Result<Result<(), SinkError>, tokio::time::error::Elapsed>,
+        timeout: Duration,
+    ) -> Reach {
+        match answer {
+            Ok(Ok(())) => Reach::Up,
+            Ok(Err(e)) => Reach::Down(cause(&e)),
+            Err(_) => Reach::Down(format!(
+                "no answer within {}",
+                humantime_serde::re::humantime::format_duration(timeout)
+            )),
+        }
+    }
+
+    /// As the sink's health takes it.
+    fn as_result(&self) -> Result<(), String> {
+        match self {
+            Reach::Up => Ok(()),
+            Reach::Down(cause) => Err(cause.clone()),
+        }
+    }
+}
+
 /// The log line for a change from `before` (None at start-up) to `now`, if
 /// any: start-up and every transition, never a repeat.
 pub(crate) fn transition(
@@ -101,21 +126,8 @@ pub(crate) async fn watch(
             }
             () = shutdown.cancelled() => return,
         };
-        let now = match answer {
-            Ok(Ok(())) => Reach::Up,
-            Ok(Err(e)) => Reach::Down(cause(&e)),
-            Err(_) => Reach::Down(format!(
-                "no answer within {}",
-                humantime_serde::re::humantime::format_duration(every.timeout)
-            )),
-        };
-        tracked.checked(
-            started,
-            match &now {
-                Reach::Up => Ok(()),
-                Reach::Down(cause) => Err(cause.clone()),
-            },
-        );
+        let now = Reach::of(answer, every.timeout);
+        tracked.checked(started, now.as_result());
         metrics::gauge!("postbox_broker_reachable", "sink" => name).set(if now == Reach::Up {
             1.0
         } else {
@@ -152,9 +164,53 @@ pub(crate) async fn watch(
     }
 }
 
+/// Check every sink once, so the first health round knows whether this
+/// relay can publish.
+pub(crate) async fn first_checks(health: &crate::health::Health, config: &crate::Config) {
+    let timeout = check_pace(config).verdict;
+    let checks = health.sinks.iter().map(|t| async move {
+        let started = std::time::Instant::now();
+        let result = Reach::of(tokio::time::timeout(timeout, t.sink.check()).await, timeout);
+        t.health.checked(started, result.as_result());
+    });
+    futures::future::join_all(checks).await;
+}
+
+/// How often the relay checks each broker. While it answers, every
+/// `unavailable_after` (15 s when that is off): a relay that sits idle still
+/// shows the others, within that, that it could take their partitions.
+/// While it does not, every `health_interval`, so its return is seen at once.
+/// A check unanswered within `unavailable_after` less one `health_interval`
+/// (1 to 5 s) counts as a failure for the sink's health: a publish
+/// unanswered for a `health_interval` asks for a check, so a broker that
+/// swallows requests is found unavailable within `unavailable_after`, as one
+/// that refuses them. The check itself goes on to 5 s (less than
+/// `publish_timeout`) for the cause the log names: some clients retry a
+/// refused connection for seconds before they say so.
+pub(crate) fn check_pace(config: &crate::Config) -> Every {
+    use std::time::Duration;
+    let after = config.unavailable_after;
+    let timeout = Duration::from_secs(5).min(config.publish_timeout);
+    let (up, verdict) = if after.is_zero() {
+        (Duration::from_secs(15), timeout)
+    } else {
+        let verdict = after.saturating_sub(config.health_interval);
+        (
+            after,
+            verdict.clamp(Duration::from_secs(1), Duration::from_secs(5)),
+        )
+    };
+    Every {
+        up,
+        down: config.health_interval,
+        timeout,
+        verdict: verdict.min(timeout),
+    }
+}
+
 /// The cause without the class prefix `SinkError`'s display adds (the log
 /// line says "unavailable" already), with its sources.
-pub(crate) fn cause(e: &SinkError) -> String {
+fn cause(e: &SinkError) -> String {
     let mut text = match e {
         SinkError::Transient { message, .. } | SinkError::Rejected { message, .. } => {
             message.clone()

@@ -291,7 +291,7 @@ impl Relay {
             wakers.clone(),
             &instance,
         );
-        first_checks(&self.health, &config).await;
+        crate::broker_watch::first_checks(&self.health, &config).await;
         recorder.round().await;
         tasks.spawn(
             "health".into(),
@@ -342,7 +342,7 @@ impl Relay {
                     tracked.health.clone(),
                     tracked.sink.clone(),
                     self.target.clone(),
-                    check_pace(&config),
+                    crate::broker_watch::check_pace(&config),
                     shutdown.clone(),
                 ),
             );
@@ -413,57 +413,6 @@ impl Relay {
                 tasks.spawn_fallible(format!("worker {schema}#{n}"), worker.run());
             }
         }
-    }
-}
-
-/// Check every sink once, so the first health round knows whether this
-/// relay can publish.
-async fn first_checks(health: &crate::health::Health, config: &Config) {
-    let timeout = check_pace(config).verdict;
-    let checks = health.sinks.iter().map(|t| async move {
-        let started = std::time::Instant::now();
-        let result = match tokio::time::timeout(timeout, t.sink.check()).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(crate::broker_watch::cause(&e)),
-            Err(_) => Err(format!(
-                "no answer within {}",
-                postbox::display_duration(timeout)
-            )),
-        };
-        t.health.checked(started, result);
-    });
-    futures::future::join_all(checks).await;
-}
-
-/// How often the relay checks each broker. While it answers, every
-/// `unavailable_after` (15 s when that is off): a relay that sits idle still
-/// shows the others, within that, that it could take their partitions.
-/// While it does not, every `health_interval`, so its return is seen at once.
-/// A check unanswered within `unavailable_after` less one `health_interval`
-/// (1 to 5 s) counts as a failure for the sink's health: a publish
-/// unanswered for a `health_interval` asks for a check, so a broker that
-/// swallows requests is found unavailable within `unavailable_after`, as one
-/// that refuses them. The check itself goes on to 5 s (less than
-/// `publish_timeout`) for the cause the log names: some clients retry a
-/// refused connection for seconds before they say so.
-fn check_pace(config: &Config) -> crate::broker_watch::Every {
-    use std::time::Duration;
-    let after = config.unavailable_after;
-    let timeout = Duration::from_secs(5).min(config.publish_timeout);
-    let (up, verdict) = if after.is_zero() {
-        (Duration::from_secs(15), timeout)
-    } else {
-        let verdict = after.saturating_sub(config.health_interval);
-        (
-            after,
-            verdict.clamp(Duration::from_secs(1), Duration::from_secs(5)),
-        )
-    };
-    crate::broker_watch::Every {
-        up,
-        down: config.health_interval,
-        timeout,
-        verdict: verdict.min(timeout),
     }
 }
 

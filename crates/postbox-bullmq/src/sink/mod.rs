@@ -390,24 +390,37 @@ impl Sink for BullmqSink {
         self.flow.reset().await;
     }
 
-    /// A plain connection to the URL first: BullMQ's managed connection
-    /// retries a refused or failing connection by itself and never says why,
-    /// where this one fails with the cause (refused, DNS, TLS, auth).
+    /// A plain connection to the URL beside the sink's own: BullMQ's managed
+    /// connection retries a refused or failing connection by itself and never
+    /// says why, where the plain one fails with the cause (refused, DNS, TLS,
+    /// auth). Both at once, so the check costs the round trips of one, and
+    /// with no timeout of redis-rs's own (500 ms for an answer by default):
+    /// the relay bounds the check by its verdict bound, so a Redis that
+    /// answers slowly is slow, not down.
     async fn check(&self) -> Result<(), SinkError> {
         let url = &self.config.redis_url;
         let unreachable =
             |e: redis::RedisError| SinkError::transient(format!("connecting to {url}: {e}"));
-        let mut plain = redis::Client::open(url.expose())
-            .map_err(unreachable)?
-            .get_multiplexed_async_connection()
-            .await
-            .map_err(unreachable)?;
-        redis::cmd("PING")
-            .query_async::<String>(&mut plain)
-            .await
-            .map_err(unreachable)?;
-        let conn = self.connection().await?;
-        conn.ping().await.map_err(|e| classify(e, "Redis PING"))
+        let plain = async {
+            let unbounded = redis::AsyncConnectionConfig::new()
+                .set_response_timeout(None)
+                .set_connection_timeout(None);
+            let mut plain = redis::Client::open(url.expose())
+                .map_err(unreachable)?
+                .get_multiplexed_async_connection_with_config(&unbounded)
+                .await
+                .map_err(unreachable)?;
+            redis::cmd("PING")
+                .query_async::<String>(&mut plain)
+                .await
+                .map(drop)
+                .map_err(unreachable)
+        };
+        let own = async {
+            let conn = self.connection().await?;
+            conn.ping().await.map_err(|e| classify(e, "Redis PING"))
+        };
+        tokio::try_join!(plain, own).map(drop)
     }
 }
 

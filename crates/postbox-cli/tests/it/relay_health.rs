@@ -286,6 +286,79 @@ async fn a_relay_cut_off_from_its_broker_hands_its_partitions_over() {
     ctx.cleanup().await;
 }
 
+/// A broker that answers slowly (0.3 s each way: a round trip over redis-rs's
+/// default 500 ms answer timeout) is slow, not down: the relay behind it
+/// keeps its partitions past the detection bound and shows as publishing,
+/// while it publishes (in order) and while it sits idle, its broker known
+/// only by its checks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_broker_is_not_a_down_one() {
+    let ctx = Ctx::new("sick_slow").await;
+    let redis = postbox_testkit::redis_url();
+    let proxy = Proxy::start(redis_addr()).await.unwrap();
+    let a = ctx.relay(&redis, &[], &[]);
+    let slow = ctx.relay(&format!("redis://127.0.0.1:{}", proxy.port()), &[], &[]);
+    wait_until(LONG, "two relays own the 64 partitions", || async {
+        split_among(&status(&ctx).await, &[a.pid(), slow.pid()])
+    })
+    .await;
+    let owned = |st: &Value| -> BTreeMap<u64, std::collections::BTreeSet<i64>> {
+        ownership(st)
+            .into_iter()
+            .map(|(pid, parts)| (pid, parts.into_iter().collect()))
+            .collect()
+    };
+    let before = owned(&status(&ctx).await);
+    let still_serving = |st: &Value, when: &str| {
+        assert_eq!(
+            relay_of(st, slow.pid()).unwrap()["state"],
+            "publishing",
+            "{when}: {st}"
+        );
+        assert_eq!(owned(st), before, "{when}, a partition moved: {st}");
+    };
+    proxy.latency(Duration::from_millis(300));
+    let slowed = std::time::Instant::now();
+    // Publishing: round after round, each delivered before the next, for
+    // longer than the bound plus a check.
+    let keys: Vec<String> = (0..20).map(|i| format!("k{i}")).collect();
+    let mut seq = 0;
+    while slowed.elapsed() < AFTER + INTERVAL {
+        seq += 1;
+        ctx.produce(keys.iter().map(|k| ctx.event(k, seq)).collect())
+            .await;
+        wait_until(LONG, "the round delivered", || async {
+            ctx.unsent().await == 0
+        })
+        .await;
+        still_serving(&status(&ctx).await, "publishing slowly");
+    }
+    // Idle: only its checks (one each `unavailable_after`) tell it the
+    // broker answers; they must, past the bound, every time.
+    let idle: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("SELECT now()")
+        .fetch_one(&ctx.pool)
+        .await
+        .unwrap();
+    let bound = chrono::Duration::from_std(AFTER + INTERVAL).unwrap();
+    wait_until(
+        LONG,
+        "a check answered past the bound while idle",
+        || async {
+            let st = status(&ctx).await;
+            still_serving(&st, "idle");
+            relay_of(&st, slow.pid()).unwrap()["health"]["confirmed_at"]
+                .as_str()
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                .is_some_and(|t| t > idle + bound)
+        },
+    )
+    .await;
+    let view = RedisView::new(&redis, &ctx.queue).await;
+    assert_per_key_order(&view.waiting().await);
+    drop((a, slow));
+    ctx.cleanup().await;
+}
+
 /// The broker gone for every relay: nobody moves (each keeps exactly the
 /// partitions it had), nothing is lost, and everything goes once it is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -423,11 +496,14 @@ async fn one_route_down_hands_over_every_key_of_the_relay() {
         }
         ctx.produce(events).await;
         let bound = AFTER + INTERVAL + Duration::from_secs(1);
-        let delivered = tokio::time::timeout(bound + Duration::from_secs(5), async {
-            while ctx.unsent().await > 0 {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        })
+        // Within the bound and some, or not: the outer timeout ends the wait
+        // before wait_until's own would fail the test.
+        let delivered = tokio::time::timeout(
+            bound + Duration::from_secs(5),
+            wait_until(LONG, "all 40 delivered", || async {
+                ctx.unsent().await == 0
+            }),
+        )
         .await
         .is_ok();
         let unsent = ctx.unsent().await;

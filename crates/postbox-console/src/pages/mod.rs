@@ -40,7 +40,7 @@ pub(crate) fn routes() -> Router<Console> {
         .route("/schemas/{schema}/audit", get(overview::audit))
 }
 
-const STYLE: &str = "
+pub(crate) const STYLE: &str = "
 body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1d2330;background:#f6f7f9}
 header{background:#1d2330;color:#fff;padding:.6em 1.2em;display:flex;gap:1.2em;align-items:center;flex-wrap:wrap}
 header a{color:#cfe0ff;text-decoration:none}header form{margin-left:auto}

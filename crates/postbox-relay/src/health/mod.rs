@@ -140,10 +140,16 @@ impl SinkHealth {
         }
     }
 
+    /// Since when the broker cannot be reached, if it cannot: what the
+    /// workers ask at every pass (the crew), so nothing is copied.
+    fn down_since(&self) -> Option<Instant> {
+        self.state().down.as_ref().map(|(since, _)| *since)
+    }
+
     /// Whether the last word on the broker was that it cannot be reached.
     #[cfg(test)]
     fn is_down(&self) -> bool {
-        self.state().down.is_some()
+        self.down_since().is_some()
     }
 
     pub(crate) fn report(&self, now: Instant) -> SinkReport {
@@ -239,8 +245,9 @@ impl Health {
     pub(crate) fn down_for(&self, now: Instant) -> Option<Duration> {
         self.sinks
             .iter()
-            .filter_map(|s| s.health.report(now).down_for)
-            .max()
+            .filter_map(|s| s.health.down_since())
+            .min()
+            .map(|since| now.saturating_duration_since(since))
     }
 
     /// How long ago every sink was last seen working (the oldest of the

@@ -248,3 +248,64 @@ async fn an_operator_sees_lag_and_replays_a_fixed_group_in_a_browser() {
     }
     ctx.cleanup().await;
 }
+
+/// Markup and very long text in every field the console shows — a topic,
+/// a key, an error, a payload, a header, a consumer name, a relay's host and
+/// its sink's error — stays text in the browser: no script runs, no element
+/// is made of it. And no page of the console can be put in a frame.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_content_is_inert_and_the_console_cannot_be_framed() {
+    require_browser();
+    let ctx = Ctx::new("con_evil").await;
+    let s = ctx.schema.as_str();
+    let evil = r#"<img src=x onerror="window.__pwned=1" data-evil><script data-evil>window.__pwned=1</script>"#;
+    let long = "A".repeat(5000);
+    let text = format!("{evil} {long}");
+    // A pending event (no relay runs: it waits on the overview), a relay
+    // dead letter, a consumer's.
+    sqlx::query(&format!(
+        "INSERT INTO {s}.outbox (topic, event, key, payload, headers) VALUES ($1, $1, $1, $2, $3)"
+    ))
+    .bind(&text)
+    .bind(serde_json::json!({ "note": text }))
+    .bind(serde_json::json!({ "x-evil": evil }))
+    .execute(&ctx.pool)
+    .await
+    .unwrap();
+    sqlx::query(&format!(
+        "INSERT INTO {s}.outbox_dead_letter
+                (id, event_id, topic, event, key, payload, headers, created_at, attempts, last_error)
+         VALUES (1, gen_random_uuid(), $1, $1, $1, $2, $3, now(), 3, $1)"
+    ))
+    .bind(&text)
+    .bind(serde_json::json!({ "note": text }))
+    .bind(serde_json::json!({ "x-evil": evil }))
+    .execute(&ctx.pool)
+    .await
+    .unwrap();
+    sqlx::query(&format!(
+        "INSERT INTO {s}.inbox_dead_letter
+                (consumer, message_id, topic, payload, headers, source, attempts, last_error)
+         VALUES ($1, $1, $1, convert_to($1, 'UTF8'), '[]', $1, 3, $1)"
+    ))
+    .bind(&text)
+    .execute(&ctx.pool)
+    .await
+    .unwrap();
+    let relay = FakeRelay {
+        error: Some(&text),
+        ..fake("postbox-relay:4242:e1e1e1", evil)
+    }
+    .write(s)
+    .await;
+    let console = ConsoleProcess::start(s, &[]).await;
+    let seen = step("hostile", &console, s, ADMIN).await;
+    assert_eq!(seen["pwned"], false, "{seen}");
+    assert_eq!(seen["evil_elements"], 0, "{seen}");
+    // Shown, as text, on every page visited.
+    assert!(seen["pages"].as_u64().unwrap() >= 4, "{seen}");
+    assert_eq!(seen["shown_as_text"], seen["pages"], "{seen}");
+    assert_eq!(seen["framed"], false, "{seen}");
+    drop((relay, console));
+    ctx.cleanup().await;
+}
