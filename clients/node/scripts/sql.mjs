@@ -18,6 +18,7 @@ const NAMES = [
   "outbox_schedule",
   "outbox_scheduled_cancel",
   "inbox_receive",
+  "inbox_tables_check",
   "inbox_dead_letter_record",
   "inbox_dead_letter_claim",
   "inbox_dead_letter_delete",

@@ -64,6 +64,8 @@ export class AmqpInboxConsumer {
 
   /** Start consuming `queue` on the channel (manual acknowledgements, prefetch 1). */
   async run(handler: Handler): Promise<void> {
+    // An unmigrated schema is refused here, before any message is taken.
+    await this.consumer.check();
     const signal = this.#shutdown.signal;
     this.#replays = this.consumer.serveReplays(handler, signal);
     await this.#channel.prefetch(1);

@@ -93,8 +93,15 @@ export interface InboxJobResult {
 export class InboxWorker {
   readonly worker: Worker<unknown, InboxJobResult>;
   readonly consumer: InboxConsumer;
+  /**
+   * Resolves once the inbox passed its check and the worker takes jobs;
+   * rejects, with no job taken, when the consumer cannot use its inbox
+   * (`SchemaNotMigratedError`, `SchemaOutdatedError`, a refused role). Await
+   * it at start to refuse as a producer does.
+   */
+  readonly ready: Promise<void>;
   readonly #shutdown = new AbortController();
-  readonly #replays: Promise<void>;
+  #replays: Promise<void> = Promise.resolve();
 
   constructor(queue: string, handler: Handler, options: InboxWorkerOptions) {
     this.consumer = new InboxConsumer(options);
@@ -116,7 +123,8 @@ export class InboxWorker {
           throw err;
         }
       },
-      options.worker,
+      // Started once the inbox passed its check (below).
+      { ...options.worker, autorun: false },
     );
     // Without a listener an 'error' event would throw: BullMQ reconnects by
     // itself, and says so on every attempt; the same error is logged once
@@ -140,7 +148,19 @@ export class InboxWorker {
       const line = repeated.line(text);
       if (line !== null) (log ?? defaultLogger).warn(`bullmq worker on queue ${queue}: ${line}`);
     });
-    this.#replays = this.consumer.serveReplays(handler, signal);
+    this.ready = this.consumer.checkAtStart(`bullmq inbox worker on queue ${queue}`).then(
+      () => {
+        if (signal.aborted) return;
+        this.#replays = this.consumer.serveReplays(handler, signal);
+        // Resolves when the worker closes.
+        this.worker.run().catch((err: unknown) => (log ?? defaultLogger).error(`bullmq worker on queue ${queue} stopped: ${chain(err)}`));
+      },
+      async (err: unknown) => {
+        await this.close();
+        throw err;
+      },
+    );
+    this.ready.catch(() => {});
   }
 
   /**

@@ -85,6 +85,25 @@ export class SchemaNotMigratedError extends Error {
   }
 }
 
+/** The schema's inbox lacks a column this version writes: migrate it. */
+export class SchemaOutdatedError extends Error {
+  override readonly name = "SchemaOutdatedError";
+  static override [Symbol.hasInstance](v: unknown): boolean {
+    return branded(v, "SchemaOutdatedError");
+  }
+  constructor(
+    readonly schema: string,
+    options?: ErrorOptions,
+  ) {
+    const detail = (options?.cause as { message?: unknown } | undefined)?.message;
+    super(
+      `schema ${JSON.stringify(schema)} lacks what this postbox writes${typeof detail === "string" ? ` (${detail})` : ""}; run \`postbox migrate --schema ${schema}\` first`,
+      options,
+    );
+    brand(this, "SchemaOutdatedError");
+  }
+}
+
 /** Why a message is neither committed nor kept as a dead letter: do not acknowledge it. */
 export class ConsumeError extends Error {
   override readonly name = "ConsumeError";

@@ -5,7 +5,7 @@
 // database's failures are waited out; a COMMIT that failed without an answer
 // is resolved by looking the message up.
 import type { Pool, PoolClient } from "pg";
-import { ConsumeError, PermanentError, SchemaNotMigratedError, isTransientDatabaseError, isUndefinedTable } from "./errors.js";
+import { ConsumeError, PermanentError, SchemaNotMigratedError, SchemaOutdatedError, isTransientDatabaseError, isUndefinedTable } from "./errors.js";
 import { DEFAULT_SCHEMA, checkSchemaName } from "./identifiers.js";
 import { Message } from "./message.js";
 import { chain, defaultLogger, delay, retryPolicy, sleep, type Logger, type RetryOptions, type RetryPolicy } from "./retry.js";
@@ -87,6 +87,36 @@ export class InboxConsumer {
     this.#replayPollMs = options.replayPollMs ?? 2000;
     this.#deadlineMs = options.deadlineMs;
     this.#log = options.logger ?? defaultLogger;
+  }
+
+  /**
+   * Whether this consumer can use its inbox: the tables exist with every
+   * column this version writes, and the role may read them (no row is read).
+   * Every wrapper awaits it before taking a message, so an unmigrated schema
+   * is refused at start: `SchemaNotMigratedError`, `SchemaOutdatedError`, or
+   * the database's own error (a role without `postbox grant --as consumer`).
+   */
+  async check(): Promise<void> {
+    try {
+      await this.#pool.query(this.#sql.inboxTablesCheck);
+    } catch (err) {
+      if (isUndefinedTable(err)) throw new SchemaNotMigratedError(this.schema, { cause: err });
+      if ((err as { code?: unknown } | null)?.code === "42703") throw new SchemaOutdatedError(this.schema, { cause: err });
+      throw err;
+    }
+  }
+
+  /**
+   * `check()` for a wrapper that starts in its constructor: a refusal is
+   * logged once, naming the fix, and rejects the wrapper's `ready`.
+   */
+  async checkAtStart(what: string): Promise<void> {
+    try {
+      await this.check();
+    } catch (err) {
+      this.#log.error(`${what} not started: ${chain(err)}`, { consumer: this.consumer, schema: this.schema });
+      throw err;
+    }
   }
 
   /** Record `messageId` on `tx` (inside your transaction): `fresh` the first time. */

@@ -8,6 +8,7 @@ export {
   InvalidIdentifierError,
   PermanentError,
   SchemaNotMigratedError,
+  SchemaOutdatedError,
   isTransientDatabaseError,
 } from "./errors.js";
 export { DEFAULT_SCHEMA, checkSchemaName } from "./identifiers.js";

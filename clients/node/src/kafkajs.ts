@@ -49,6 +49,8 @@ export class KafkaInboxConsumer {
 
   /** Start consuming (the kafkajs consumer must be connected and subscribed). */
   async run(handler: Handler): Promise<void> {
+    // An unmigrated schema is refused here, before any message is taken.
+    await this.consumer.check();
     const signal = this.#shutdown.signal;
     this.#replays = this.consumer.serveReplays(handler, signal);
     await this.#kafka.run({

@@ -58,14 +58,26 @@ export class NatsInboxConsumer {
   readonly consumer: InboxConsumer;
   /** Resolves after `close()`; rejects when the message stream fails. */
   readonly done: Promise<void>;
+  /**
+   * Resolves once the inbox passed its check and messages are being taken;
+   * rejects, with nothing taken, when the consumer cannot use its inbox
+   * (`SchemaNotMigratedError`, `SchemaOutdatedError`, a refused role). Await
+   * it at start to refuse as a producer does.
+   */
+  readonly ready: Promise<void>;
   readonly #shutdown = new AbortController();
   #messages: ConsumerMessages | undefined;
   #replays: Promise<void> = Promise.resolve();
 
   constructor(consumer: Consumer, handler: Handler, options: InboxOptions) {
     this.consumer = new InboxConsumer(options);
-    this.#replays = this.consumer.serveReplays(handler, this.#shutdown.signal);
-    this.done = this.#run(consumer, handler);
+    this.ready = this.consumer.checkAtStart("JetStream inbox consumer");
+    this.done = this.ready.then(() => {
+      if (this.#shutdown.signal.aborted) return;
+      this.#replays = this.consumer.serveReplays(handler, this.#shutdown.signal);
+      return this.#run(consumer, handler);
+    });
+    this.ready.catch(() => {});
     // Awaiting `done` is how a caller learns of a failure; not awaiting it
     // must not crash the process with an unhandled rejection.
     this.done.catch(() => {});

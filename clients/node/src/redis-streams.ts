@@ -70,6 +70,13 @@ export class RedisStreamsInboxConsumer {
   readonly consumer: InboxConsumer;
   /** Resolves after `close()`; rejects when Redis fails (reconnect and start again). */
   readonly done: Promise<void>;
+  /**
+   * Resolves once the inbox passed its check and messages are being taken;
+   * rejects, with nothing taken, when the consumer cannot use its inbox
+   * (`SchemaNotMigratedError`, `SchemaOutdatedError`, a refused role). Await
+   * it at start to refuse as a producer does.
+   */
+  readonly ready: Promise<void>;
   readonly #redis: Redis;
   readonly #stream: string;
   readonly #o: Required<Pick<RedisStreamsOptions, "group" | "name" | "count" | "blockMs" | "claimIdleMs">>;
@@ -88,8 +95,13 @@ export class RedisStreamsInboxConsumer {
       blockMs: options.blockMs ?? 1000,
       claimIdleMs: options.claimIdleMs ?? 60_000,
     };
-    this.#replays = this.consumer.serveReplays(handler, this.#shutdown.signal);
-    this.done = this.#run(handler);
+    this.ready = this.consumer.checkAtStart(`Redis Streams inbox consumer on ${stream}`);
+    this.done = this.ready.then(() => {
+      if (this.#shutdown.signal.aborted) return;
+      this.#replays = this.consumer.serveReplays(handler, this.#shutdown.signal);
+      return this.#run(handler);
+    });
+    this.ready.catch(() => {});
     // Awaiting `done` is how a caller learns of a Redis failure; not awaiting
     // it must not crash the process with an unhandled rejection.
     this.done.catch(() => {});

@@ -72,13 +72,25 @@ export class SqsInboxConsumer {
   readonly consumer: InboxConsumer;
   /** Resolves after `close()`; rejects when SQS fails (start again). */
   readonly done: Promise<void>;
+  /**
+   * Resolves once the inbox passed its check and messages are being taken;
+   * rejects, with nothing taken, when the consumer cannot use its inbox
+   * (`SchemaNotMigratedError`, `SchemaOutdatedError`, a refused role). Await
+   * it at start to refuse as a producer does.
+   */
+  readonly ready: Promise<void>;
   readonly #shutdown = new AbortController();
   #replays: Promise<void> = Promise.resolve();
 
   constructor(client: SQSClient, queueUrl: string, handler: Handler, options: SqsOptions) {
     this.consumer = new InboxConsumer(options);
-    this.#replays = this.consumer.serveReplays(handler, this.#shutdown.signal);
-    this.done = this.#run(client, queueUrl, handler, options);
+    this.ready = this.consumer.checkAtStart(`SQS inbox consumer on ${queueUrl}`);
+    this.done = this.ready.then(() => {
+      if (this.#shutdown.signal.aborted) return;
+      this.#replays = this.consumer.serveReplays(handler, this.#shutdown.signal);
+      return this.#run(client, queueUrl, handler, options);
+    });
+    this.ready.catch(() => {});
     // Awaiting `done` is how a caller learns of a failure; not awaiting it
     // must not crash the process with an unhandled rejection.
     this.done.catch(() => {});

@@ -55,6 +55,15 @@ export class WebhookReceiver {
   }
 
   /**
+   * Whether the receiver can use its inbox (`InboxConsumer.check`): await it
+   * before listening, so an unmigrated schema is refused at start
+   * (`SchemaNotMigratedError`), not answered 500 at every request.
+   */
+  check(): Promise<void> {
+    return this.consumer.check();
+  }
+
+  /**
    * The request as a handler sees it, once its signature and timestamp are
    * checked: id = `webhook-id` (the outbox event id), topic, name and key
    * from the `postbox-topic`, `postbox-event`, `postbox-key` headers; a

@@ -23,7 +23,9 @@ pub use config::{BullmqConfig, PayloadPolicy, PublishMode};
 pub use postbox::prelude::*;
 #[cfg(feature = "sink")]
 pub use sink::{BullmqSink, JobData};
-pub use worker::{inbox_worker, message, trace_context, worker_options, InboxWorker};
+pub use worker::{
+    inbox_worker, message, trace_context, worker_options, InboxWorker, InboxWorkerError,
+};
 
 /// Default job-data field carrying the event's trace context (the sink's
 /// `trace_field` setting).

@@ -17,6 +17,19 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+/// Why [`inbox_worker`] did not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InboxWorkerError {
+    /// The inbox cannot be used: the schema is not migrated or outdated, the
+    /// role may not read it, or the database did not answer.
+    #[error(transparent)]
+    Inbox(#[from] postbox::InboxError),
+    /// BullMQ's worker could not be made.
+    #[error(transparent)]
+    Bullmq(#[from] bullmq::Error),
+}
+
 /// The trace context the relay put into the job's data (under the default
 /// [`TRACE_FIELD`](crate::TRACE_FIELD)). `None` for jobs without one.
 pub fn trace_context(job: &Job) -> Option<postbox::TraceContext> {
@@ -125,13 +138,17 @@ pub struct InboxWorker<H> {
 /// while the worker holds the job, then the job is kept in the inbox's dead
 /// letters); a database outage is retried inside the job. Once `shutdown` is
 /// cancelled, a job still waiting goes back to the queue unprocessed.
+///
+/// An unmigrated or outdated schema is refused here, before the worker takes
+/// a job ([`InboxConsumer::check`]).
 pub async fn inbox_worker<H: Handler>(
     consumer: InboxConsumer,
     queue: &str,
     handler: H,
     opts: WorkerOptions,
     shutdown: CancellationToken,
-) -> Result<InboxWorker<H>, bullmq::Error> {
+) -> Result<InboxWorker<H>, InboxWorkerError> {
+    consumer.check().await?;
     let handler = Arc::new(handler);
     // Order is only kept by one worker at concurrency 1; more run jobs side by side anyway.
     let stranded = match opts.concurrency {

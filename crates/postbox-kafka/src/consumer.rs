@@ -90,6 +90,8 @@ pub async fn inbox_consumer<H: Handler>(
     handler: &H,
     shutdown: CancellationToken,
 ) -> Result<(), BoxError> {
+    // An unmigrated schema is refused here, not at the first message.
+    inbox.check().await?;
     tokio::select! {
         done = receive(inbox, kafka, handler, &shutdown) => done,
         () = inbox.serve_replays(handler, &shutdown) => Ok(()),

@@ -85,6 +85,8 @@ pub async fn inbox_consumer<H: Handler>(
     handler: &H,
     shutdown: CancellationToken,
 ) -> Result<(), BoxError> {
+    // An unmigrated schema is refused here, not at the first message.
+    inbox.check().await?;
     let messages = consumer.messages().await?;
     tokio::select! {
         done = receive(inbox, messages, handler, &shutdown) => done,

@@ -141,6 +141,8 @@ pub async fn inbox_consumer<H: Handler>(
     options: ConsumerOptions,
     shutdown: CancellationToken,
 ) -> Result<(), BoxError> {
+    // An unmigrated schema is refused here, not at the first message.
+    inbox.check().await?;
     channel
         .basic_qos(options.prefetch, BasicQosOptions::default())
         .await?;

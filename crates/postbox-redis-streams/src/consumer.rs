@@ -104,6 +104,8 @@ pub async fn inbox_consumer<H: Handler>(
     options: ConsumerOptions,
     shutdown: CancellationToken,
 ) -> Result<(), BoxError> {
+    // An unmigrated schema is refused here, not at the first message.
+    inbox.check().await?;
     // A blocking read must not be cut off by the client's response timeout.
     let config = redis::AsyncConnectionConfig::new().set_response_timeout(None);
     let connection = client

@@ -101,6 +101,8 @@ pub async fn inbox_consumer<H: Handler>(
     options: ConsumerOptions,
     shutdown: CancellationToken,
 ) -> Result<(), BoxError> {
+    // An unmigrated schema is refused here, not at the first message.
+    inbox.check().await?;
     tokio::select! {
         done = receive(inbox, client, queue_url, handler, &options, &shutdown) => done,
         () = inbox.serve_replays(handler, &shutdown) => Ok(()),

@@ -142,6 +142,15 @@ pub enum InboxError {
         /// The schema.
         schema: String,
     },
+    /// The schema's inbox lacks a column this version writes.
+    #[error("schema {schema:?} lacks what this postbox writes ({source}); run `postbox migrate --schema {schema}` first")]
+    SchemaOutdated {
+        /// The schema.
+        schema: String,
+        /// The database's refusal.
+        #[source]
+        source: sqlx::Error,
+    },
     /// The database failed; see [`InboxError::is_transient`].
     #[error("database error: {0}")]
     Database(#[source] sqlx::Error),

@@ -43,6 +43,26 @@ impl Inbox {
         self
     }
 
+    /// Whether a consumer can use this inbox: its tables exist with every
+    /// column this version writes, and the role may read them (no row is
+    /// read). A consumer calls it at start so that an unmigrated schema is
+    /// refused there, with advice, not at its first message.
+    pub async fn check(&self, conn: &mut PgConnection) -> Result<(), InboxError> {
+        crate::sql::statement_scalar::<i64>(&self.queries.inbox_tables_check)
+            .fetch_one(conn)
+            .await
+            .map(drop)
+            .map_err(|e| match &e {
+                sqlx::Error::Database(db) if db.code().as_deref() == Some("42703") => {
+                    InboxError::SchemaOutdated {
+                        schema: self.schema.to_string(),
+                        source: e,
+                    }
+                }
+                _ => InboxError::in_schema(e, &self.schema),
+            })
+    }
+
     /// Record `message_id` for `consumer` on `conn` (pass `&mut *tx`).
     ///
     /// If another transaction is recording the same message concurrently, this

@@ -138,6 +138,7 @@ queries!(
     relay_rebalance_signal,
     relay_session_limits,
     inbox_receive,
+    inbox_tables_check,
     inbox_dead_letter_record,
     inbox_dead_letter_claim,
     inbox_dead_letter_delete,

@@ -179,6 +179,7 @@ async fn bullmq(
                 )
                 .await
                 .map(Running::Naive)
+                .map_err(postbox_bullmq::InboxWorkerError::from)
             }
         };
         match started {

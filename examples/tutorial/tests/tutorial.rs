@@ -10,10 +10,17 @@
 //! - a block whose first line is `// file: NAME` is saved as NAME first;
 //! - a ```sh block followed by a ```text block runs again until every line of
 //!   the text appears in its output (a reader waits; so does this test);
-//! - a block after `<!-- tutorial: skip … -->` does not run (installing).
+//! - a block after `<!-- tutorial: file NAME -->` is saved as NAME, its
+//!   `{{#include PATH}}` read from the book's sources;
+//! - a block after `<!-- tutorial: skip … -->` does not run.
 //!
-//! The Rust tab's `cargo run -- 3 carol` is replaced by running this
-//! package's binary, which is the file the page includes.
+//! The installs run as written, in a new directory outside the repository:
+//! `git clone https://github.com/postbox-rs/postbox` clones this checkout's
+//! HEAD (git's `insteadOf`, so commit first to test a change), `cargo install`
+//! installs into the directory (not `~/.cargo/bin`), and the builds share a
+//! target directory kept between runs (`POSTBOX_TUTORIAL_TARGET`, by default
+//! `~/.cache/postbox/tutorial-target`) as a reader's second build would. The
+//! time of each install is printed.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -40,10 +47,18 @@ enum Step {
 fn steps(page: &str) -> Vec<Step> {
     let mut steps = Vec::new();
     let mut skip_next = false;
+    let mut save_as = None;
     let mut lines = page.lines();
     while let Some(line) = lines.next() {
         if line.starts_with("<!-- tutorial: skip") {
             skip_next = true;
+            continue;
+        }
+        if let Some(name) = line
+            .strip_prefix("<!-- tutorial: file ")
+            .and_then(|l| l.strip_suffix(" -->"))
+        {
+            save_as = Some(name.trim().to_owned());
             continue;
         }
         let Some(info) = line.strip_prefix("```") else {
@@ -52,6 +67,13 @@ fn steps(page: &str) -> Vec<Step> {
         let body: Vec<&str> = lines.by_ref().take_while(|l| *l != "```").collect();
         let body = body.join("\n") + "\n";
         if std::mem::take(&mut skip_next) {
+            continue;
+        }
+        if let Some(name) = save_as.take() {
+            steps.push(Step::File {
+                name,
+                body: included(&body),
+            });
             continue;
         }
         let first = body.lines().next().unwrap_or_default();
@@ -80,6 +102,86 @@ fn steps(page: &str) -> Vec<Step> {
     steps
 }
 
+/// `body` with each `{{#include PATH}}` line replaced by the file (PATH
+/// relative to the book's sources, as mdBook reads it).
+fn included(body: &str) -> String {
+    let src = Path::new(PAGE).parent().unwrap();
+    body.lines()
+        .map(|l| match l.trim().strip_prefix("{{#include ") {
+            Some(rest) => {
+                let path = src.join(rest.trim_end_matches("}}").trim());
+                std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+            }
+            None => format!("{l}\n"),
+        })
+        .collect()
+}
+
+/// The environment of a reader's shell: their PATH, home and toolchain, the
+/// page's two URLs, `cargo install` into `dir`, builds in the kept target
+/// directory, and the repository's git URL cloning `root`'s HEAD.
+fn reader_env(
+    dir: &Path,
+    root: &Path,
+    database_url: &str,
+    redis_url: &str,
+) -> Vec<(String, String)> {
+    let keep = [
+        "HOME",
+        "USER",
+        "LANG",
+        "TMPDIR",
+        "CARGO_HOME",
+        "RUSTUP_HOME",
+        "RUSTUP_TOOLCHAIN",
+    ];
+    let proxies = [
+        "http_proxy",
+        "https_proxy",
+        "no_proxy",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "NO_PROXY",
+    ];
+    let mut env: Vec<(String, String)> = keep
+        .iter()
+        .chain(&proxies)
+        .filter_map(|k| Some((k.to_string(), std::env::var(k).ok()?)))
+        .collect();
+    let installed = dir.join(".cargo-install");
+    let target = std::env::var("POSTBOX_TUTORIAL_TARGET").unwrap_or_else(|_| {
+        format!(
+            "{}/.cache/postbox/tutorial-target",
+            std::env::var("HOME").unwrap()
+        )
+    });
+    let path = format!(
+        "{}/bin:{}",
+        installed.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for (k, v) in [
+        ("PATH", path),
+        ("DATABASE_URL", database_url.to_owned()),
+        ("REDIS_URL", redis_url.to_owned()),
+        ("RUST_LOG", "info".to_owned()),
+        ("CARGO_INSTALL_ROOT", installed.display().to_string()),
+        ("CARGO_TARGET_DIR", target),
+        ("GIT_CONFIG_COUNT", "1".to_owned()),
+        (
+            "GIT_CONFIG_KEY_0",
+            format!("url.file://{}.insteadOf", root.display()),
+        ),
+        (
+            "GIT_CONFIG_VALUE_0",
+            "https://github.com/postbox-rs/postbox".to_owned(),
+        ),
+    ] {
+        env.push((k.to_owned(), v));
+    }
+    env
+}
+
 /// Each expected line, in the output (trimmed, anywhere).
 fn shows(output: &str, expect: &str) -> bool {
     expect
@@ -99,7 +201,23 @@ fn the_page_has_the_steps_this_test_expects() {
             _ => None,
         })
         .collect();
-    assert_eq!(files, ["place-order.mjs", "ship.mjs"]);
+    assert_eq!(
+        files,
+        ["place-order.mjs", "place-order-rs/src/main.rs", "ship.mjs"]
+    );
+    let runs: Vec<&str> = steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Run { script, .. } => Some(script.as_str()),
+            _ => None,
+        })
+        .collect();
+    for install in ["git clone", "cargo install", "npm install", "cargo add"] {
+        assert!(
+            runs.iter().any(|r| r.contains(install)),
+            "the page runs `{install}`"
+        );
+    }
     assert_eq!(
         steps
             .iter()
@@ -144,35 +262,22 @@ async fn the_tutorial_runs_as_written() {
         .await
         .unwrap();
 
-    // Inside the Node package's directory, so `@postbox-rs/postbox` and its
-    // peers resolve to what the test command built and installed.
-    let node = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../clients/node");
-    let postbox = postbox_testkit::workspace_bin("postbox");
-    assert!(
-        node.join("dist").exists() && node.join("node_modules").exists(),
-        "clients/node is not built: run ./scripts/test.sh"
-    );
-    let dir = node.join(format!(".tutorial-{}", postbox_testkit::suffix()));
+    // A new directory outside the repository, as a reader's; at the same
+    // path each run, so the kept target directory knows the clone's crates.
+    let dir = std::env::temp_dir().join("postbox-tutorial");
+    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let bin_dir = postbox.parent().unwrap();
-    let path = format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let env = [
-        ("PATH", path.as_str()),
-        ("DATABASE_URL", database_url.as_str()),
-        ("REDIS_URL", redis_url.as_str()),
-        ("RUST_LOG", "info"),
-    ];
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap();
+    let env = reader_env(&dir, &root, &database_url, &redis_url);
     let bash = |script: &str| {
         let mut c = tokio::process::Command::new("bash");
         c.args(["-e", "-c", script])
             .current_dir(&dir)
-            .env_remove("POSTBOX_DATABASE_URL")
-            .env_remove("POSTBOX_REDIS_URL")
-            .envs(env)
+            .env_clear()
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .kill_on_drop(true);
         c
@@ -180,9 +285,14 @@ async fn the_tutorial_runs_as_written() {
 
     let mut background = Vec::new();
     let mut transcript = String::new();
+    let begun = Instant::now();
     for step in steps(&page) {
         match step {
-            Step::File { name, body } => std::fs::write(dir.join(&name), body).unwrap(),
+            Step::File { name, body } => {
+                let path = dir.join(&name);
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::write(path, body).unwrap();
+            }
             Step::Background { script } => {
                 let child = bash(&script)
                     .stdout(Stdio::piped())
@@ -192,7 +302,8 @@ async fn the_tutorial_runs_as_written() {
                 background.push((script, child));
             }
             Step::Run { script, expect } => {
-                let deadline = Instant::now() + LONG;
+                let started = Instant::now();
+                let deadline = started + LONG;
                 loop {
                     let out = bash(&script).output().await.unwrap();
                     let text = format!(
@@ -204,6 +315,13 @@ async fn the_tutorial_runs_as_written() {
                         out.status.success() && expect.as_deref().is_none_or(|e| shows(&text, e));
                     if ok {
                         transcript.push_str(&format!("$ {script}{text}"));
+                        if started.elapsed() > Duration::from_secs(2) {
+                            println!(
+                                "tutorial: {:>6.1}s  {}",
+                                started.elapsed().as_secs_f64(),
+                                script.trim().replace('\n', "; ")
+                            );
+                        }
                         break;
                     }
                     if Instant::now() > deadline || (!out.status.success() && expect.is_none()) {
@@ -226,25 +344,13 @@ async fn the_tutorial_runs_as_written() {
                     }
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
-                // The Rust tab, right after the Node one: its order 3.
-                if script.starts_with("node place-order.mjs") {
-                    let out =
-                        tokio::process::Command::new(postbox_testkit::workspace_bin("place-order"))
-                            .args(["3", "carol"])
-                            .env("DATABASE_URL", &database_url)
-                            .output()
-                            .await
-                            .unwrap();
-                    assert!(
-                        out.status.success()
-                            && String::from_utf8_lossy(&out.stdout).contains("order 3 placed"),
-                        "examples/tutorial: {}",
-                        String::from_utf8_lossy(&out.stderr)
-                    );
-                }
             }
         }
     }
+    println!(
+        "tutorial: {:.1}s from the clone to the replayed message",
+        begun.elapsed().as_secs_f64()
+    );
     // Ctrl-C for each terminal: both stop cleanly.
     for (script, child) in background {
         let pid = child.id().expect("still running").to_string();

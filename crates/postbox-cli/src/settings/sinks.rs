@@ -59,23 +59,46 @@ fn effective<C: SinkConfig>(table: toml::Value) -> Result<toml::Value, crate::Cl
 
 pub const SINKS: &[SinkKind] = &[
     kind::<postbox_bullmq::BullmqConfig>("BullMQ"),
+    #[cfg(feature = "kafka")]
     kind::<postbox_kafka::KafkaConfig>("Kafka"),
+    #[cfg(feature = "rabbitmq")]
     kind::<postbox_rabbitmq::RabbitmqConfig>("RabbitMQ"),
+    #[cfg(feature = "nats")]
     kind::<postbox_nats::NatsConfig>("NATS JetStream"),
+    #[cfg(feature = "redis-streams")]
     kind::<postbox_redis_streams::RedisStreamsConfig>("Redis Streams"),
+    #[cfg(feature = "webhook")]
     kind::<postbox_webhook::WebhookConfig>("HTTP webhooks"),
+    #[cfg(feature = "sqs")]
     kind::<postbox_sqs::SqsConfig>("Amazon SQS"),
+    #[cfg(feature = "sqs")]
     kind::<postbox_sqs::SnsConfig>("Amazon SNS"),
 ];
 
-/// The sink kind called `name`, or an error listing the known ones.
+/// Every sink postbox has, with the cargo feature that builds it in.
+const FEATURES: &[(&str, &str)] = &[
+    ("kafka", "kafka"),
+    ("rabbitmq", "rabbitmq"),
+    ("nats", "nats"),
+    ("redis_streams", "redis-streams"),
+    ("webhook", "webhook"),
+    ("sqs", "sqs"),
+    ("sns", "sqs"),
+];
+
+/// The sink kind called `name`, or an error listing the known ones (and
+/// the feature to build in, for one left out of this build).
 pub fn find(name: &str) -> Result<&'static SinkKind, crate::CliError> {
     SINKS.iter().find(|s| s.name == name).ok_or_else(|| {
         let known: Vec<&str> = SINKS.iter().map(|s| s.name).collect();
-        format!(
-            "unknown sink {name:?}: this postbox has {}",
-            known.join(", ")
-        )
+        match FEATURES.iter().find(|(sink, _)| *sink == name) {
+            Some((_, feature)) => format!(
+                "sink {name:?} is not in this build of postbox (built without the cargo feature {feature:?}; it has {}): \
+                 build it with `cargo install --locked … postbox-cli --features {feature}`, or without --no-default-features",
+                known.join(", ")
+            ),
+            None => format!("unknown sink {name:?}: this postbox has {}", known.join(", ")),
+        }
         .into()
     })
 }
@@ -119,6 +142,7 @@ mod tests {
     /// A broker client's own deadline must be shorter than the relay's
     /// publish_timeout: one rule, for every sink that has such a deadline,
     /// naming the setting and the fix.
+    #[cfg(all(feature = "kafka", feature = "nats", feature = "webhook"))]
     #[tokio::test]
     async fn a_client_timeout_as_long_as_publish_timeout_is_refused_by_name() {
         let relay = Config {

@@ -17,7 +17,7 @@ mod permanent;
 mod report;
 mod retry;
 
-use crate::{inbox::Inbox, Message, Receipt};
+use crate::{inbox::Inbox, InboxError, Message, Receipt};
 use classify::AttemptError;
 use sqlx::PgPool;
 use std::sync::Arc;
@@ -144,6 +144,14 @@ impl InboxConsumer {
     pub fn replay_poll(mut self, every: Duration) -> Self {
         self.replay_poll = every;
         self
+    }
+
+    /// Refuse to start on a schema the consumer cannot use
+    /// ([`Inbox::check`]): not migrated, outdated, or not readable by the
+    /// role. Every broker's inbox consumer calls it before taking a message.
+    pub async fn check(&self) -> Result<(), InboxError> {
+        let mut conn = self.pool.acquire().await.map_err(InboxError::Database)?;
+        self.inbox.check(&mut conn).await
     }
 
     /// The consumer name messages are recorded under.

@@ -233,6 +233,36 @@ pub async fn inbox_consumer_survives_a_postgresql_crash<F: ConsumerFixture>() {
     ctx.cleanup().await;
 }
 
+/// A consumer on a schema nobody migrated refuses at start, naming the
+/// command to run, and takes nothing: before the fix it took messages and
+/// failed each one in its transaction.
+pub async fn inbox_consumer_refuses_an_unmigrated_schema<F: ConsumerFixture>() {
+    let ctx = Ctx::new(F::NAME).await;
+    let fx = F::start(&ctx.queue, Broker::Shared).await;
+    fx.create_topic(&ctx.queue).await;
+    let missing = format!("{}_none", ctx.schema);
+    let inbox = InboxConsumer::new(
+        ctx.pool.clone(),
+        postbox::Inbox::new(&missing).unwrap(),
+        "effects",
+    );
+    let effects = Effects::new(&ctx.schema, None);
+    let refused = tokio::time::timeout(
+        LONG,
+        fx.consume(&ctx.queue, consumer(&inbox, &effects, 1, &stop())),
+    )
+    .await
+    .expect("refused at start")
+    .expect_err("an unmigrated schema is refused");
+    let text = refused.to_string();
+    assert!(
+        text.contains(&format!("postbox migrate --schema {missing}")),
+        "{text}"
+    );
+    fx.cleanup().await;
+    ctx.cleanup().await;
+}
+
 fn stop() -> CancellationToken {
     CancellationToken::new()
 }

@@ -49,6 +49,7 @@ pub use cloudevents::{
 };
 pub use consumer::{
     inbox_consumer_applies_each_message_once_across_a_crash,
+    inbox_consumer_refuses_an_unmigrated_schema,
     inbox_consumer_skips_the_re_send_of_a_relay_killed_before_its_commit,
     inbox_consumer_survives_a_postgresql_crash,
 };
@@ -97,7 +98,8 @@ macro_rules! tests {
     (inbox_consumer, $f:ty) => {
         $crate::conformance::tests!($f: inbox_consumer_applies_each_message_once_across_a_crash,
             inbox_consumer_skips_the_re_send_of_a_relay_killed_before_its_commit,
-            inbox_consumer_survives_a_postgresql_crash);
+            inbox_consumer_survives_a_postgresql_crash,
+            inbox_consumer_refuses_an_unmigrated_schema);
     };
     (cloudevents, $f:ty) => {
         $crate::conformance::tests!($f: cloudevents_binary_parse_with_the_official_sdks,
