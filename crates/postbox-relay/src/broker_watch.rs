@@ -110,21 +110,26 @@ pub(crate) async fn watch(
     let mut down_since: Option<Instant> = None;
     loop {
         let started = Instant::now();
-        let check = tokio::time::timeout(every.timeout, sink.check());
-        tokio::pin!(check);
-        let answer = tokio::select! {
-            r = &mut check => r,
-            () = tokio::time::sleep(every.verdict) => {
-                tracked.checked(started, Err(format!(
-                    "no answer within {}",
-                    humantime_serde::re::humantime::format_duration(every.verdict)
-                )));
-                tokio::select! {
-                    r = &mut check => r,
-                    () = shutdown.cancelled() => return,
+        // The check is dropped at the end of this block, before anything
+        // below: a timed-out check may hold a lock of the sink (its
+        // connection, mid-connect) that `reset` takes.
+        let answer = {
+            let check = tokio::time::timeout(every.timeout, sink.check());
+            tokio::pin!(check);
+            tokio::select! {
+                r = &mut check => r,
+                () = tokio::time::sleep(every.verdict) => {
+                    tracked.checked(started, Err(format!(
+                        "no answer within {}",
+                        humantime_serde::re::humantime::format_duration(every.verdict)
+                    )));
+                    tokio::select! {
+                        r = &mut check => r,
+                        () = shutdown.cancelled() => return,
+                    }
                 }
+                () = shutdown.cancelled() => return,
             }
-            () = shutdown.cancelled() => return,
         };
         let now = Reach::of(answer, every.timeout);
         tracked.checked(started, now.as_result());

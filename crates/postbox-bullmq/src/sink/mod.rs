@@ -390,13 +390,15 @@ impl Sink for BullmqSink {
         self.flow.reset().await;
     }
 
-    /// A plain connection to the URL beside the sink's own: BullMQ's managed
-    /// connection retries a refused or failing connection by itself and never
-    /// says why, where the plain one fails with the cause (refused, DNS, TLS,
-    /// auth). Both at once, so the check costs the round trips of one, and
-    /// with no timeout of redis-rs's own (500 ms for an answer by default):
-    /// the relay bounds the check by its verdict bound, so a Redis that
-    /// answers slowly is slow, not down.
+    /// A plain connection to the URL, and a `PING` on the sink's own
+    /// connection if it holds one, both at once (the check costs the round
+    /// trips of one). BullMQ's managed connection retries a refused or
+    /// failing connection by itself and never says why, where the plain one
+    /// fails with the cause (refused, DNS, TLS, auth); and the check never
+    /// connects the sink itself, so it holds none of the sink's locks while
+    /// a broker does not answer. No timeout of redis-rs's own (500 ms for an
+    /// answer by default): the relay bounds the check by its verdict bound,
+    /// so a Redis that answers slowly is slow, not down.
     async fn check(&self) -> Result<(), SinkError> {
         let url = &self.config.redis_url;
         let unreachable =
@@ -417,8 +419,10 @@ impl Sink for BullmqSink {
                 .map_err(unreachable)
         };
         let own = async {
-            let conn = self.connection().await?;
-            conn.ping().await.map_err(|e| classify(e, "Redis PING"))
+            match self.conn.current().await {
+                Some(conn) => conn.ping().await.map_err(|e| classify(e, "Redis PING")),
+                None => Ok(()),
+            }
         };
         tokio::try_join!(plain, own).map(drop)
     }
