@@ -235,7 +235,7 @@ impl Sink for KafkaSink {
         tokio::task::spawn_blocking(move || {
             producer
                 .client()
-                .fetch_metadata(None, Duration::from_secs(5))
+                .fetch_metadata(None, Duration::from_secs(2))
         })
         .await
         .map_err(|e| SinkError::transient(e.to_string()))?

@@ -72,17 +72,11 @@ impl RedisStreamsSink {
         self
     }
 
-    /// No timeout of redis-rs's own (500 ms for an answer by default): the
-    /// relay bounds a publish by `publish_timeout` and a check by its verdict
-    /// bound, so a Redis that answers slowly is slow, not down.
     async fn connection(&self) -> Result<MultiplexedConnection, SinkError> {
-        let unbounded = redis::AsyncConnectionConfig::new()
-            .set_response_timeout(None)
-            .set_connection_timeout(None);
         self.connection
             .get(|| async {
                 self.client
-                    .get_multiplexed_async_connection_with_config(&unbounded)
+                    .get_multiplexed_async_connection()
                     .await
                     .map_err(|e| {
                         SinkError::transient(format!(

@@ -390,41 +390,24 @@ impl Sink for BullmqSink {
         self.flow.reset().await;
     }
 
-    /// A plain connection to the URL, and a `PING` on the sink's own
-    /// connection if it holds one, both at once (the check costs the round
-    /// trips of one). BullMQ's managed connection retries a refused or
-    /// failing connection by itself and never says why, where the plain one
-    /// fails with the cause (refused, DNS, TLS, auth); and the check never
-    /// connects the sink itself, so it holds none of the sink's locks while
-    /// a broker does not answer. No timeout of redis-rs's own (500 ms for an
-    /// answer by default): the relay bounds the check by its verdict bound,
-    /// so a Redis that answers slowly is slow, not down.
+    /// A plain connection to the URL first: BullMQ's managed connection
+    /// retries a refused or failing connection by itself and never says why,
+    /// where this one fails with the cause (refused, DNS, TLS, auth).
     async fn check(&self) -> Result<(), SinkError> {
         let url = &self.config.redis_url;
         let unreachable =
             |e: redis::RedisError| SinkError::transient(format!("connecting to {url}: {e}"));
-        let plain = async {
-            let unbounded = redis::AsyncConnectionConfig::new()
-                .set_response_timeout(None)
-                .set_connection_timeout(None);
-            let mut plain = redis::Client::open(url.expose())
-                .map_err(unreachable)?
-                .get_multiplexed_async_connection_with_config(&unbounded)
-                .await
-                .map_err(unreachable)?;
-            redis::cmd("PING")
-                .query_async::<String>(&mut plain)
-                .await
-                .map(drop)
-                .map_err(unreachable)
-        };
-        let own = async {
-            match self.conn.current().await {
-                Some(conn) => conn.ping().await.map_err(|e| classify(e, "Redis PING")),
-                None => Ok(()),
-            }
-        };
-        tokio::try_join!(plain, own).map(drop)
+        let mut plain = redis::Client::open(url.expose())
+            .map_err(unreachable)?
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(unreachable)?;
+        redis::cmd("PING")
+            .query_async::<String>(&mut plain)
+            .await
+            .map_err(unreachable)?;
+        let conn = self.connection().await?;
+        conn.ping().await.map_err(|e| classify(e, "Redis PING"))
     }
 }
 
