@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// One chat message of a run: the n-th message the harness sent in a chat.
 /// Its body is `msg <n>` in chat 1 and `c<chat> msg <n>` elsewhere.
@@ -81,13 +81,19 @@ pub struct Entry {
 #[derive(Clone)]
 pub struct History {
     start: Instant,
+    /// Wall-clock milliseconds at `start`, to put brokers' timestamps on this clock.
+    start_epoch_ms: f64,
     entries: Arc<Mutex<Vec<Entry>>>,
 }
 
 impl History {
     pub fn new() -> Self {
+        let epoch = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
         History {
             start: Instant::now(),
+            start_epoch_ms: epoch.as_secs_f64() * 1000.0,
             entries: Default::default(),
         }
     }
@@ -100,6 +106,11 @@ impl History {
     /// Seconds since the history began (the clock of [`Entry::at`]).
     pub fn elapsed(&self) -> f64 {
         self.start.elapsed().as_secs_f64()
+    }
+
+    /// A wall-clock time (Unix milliseconds) on the clock of [`Entry::at`].
+    pub fn at_epoch_ms(&self, ms: f64) -> f64 {
+        (ms - self.start_epoch_ms) / 1000.0
     }
 
     pub fn harness(&self, who: &str, what: impl Into<String>) {
@@ -244,11 +255,14 @@ impl History {
         // (or answered indeterminately: its transaction was over by then),
         // so within a chat the first showings must come in sending order.
         let mut last: BTreeMap<i64, u32> = BTreeMap::new();
-        let mut reordered = 0;
+        let mut reordered = Vec::new();
         for m in &first_shown {
             if let Some(prev) = last.insert(m.chat, m.n) {
                 if m.n < prev {
-                    reordered += 1;
+                    reordered.push(Reordered {
+                        first: *m,
+                        after: prev,
+                    });
                 }
             }
         }
@@ -289,8 +303,31 @@ pub struct Verdict {
     /// Of those, how many were shown (once; twice counts as duplicated).
     pub indeterminate_delivered: usize,
     pub duplicated: Vec<Msg>,
-    pub reordered: usize,
+    pub reordered: Vec<Reordered>,
     pub unsent: Option<i64>,
+}
+
+/// A message first shown after a later message of its chat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reordered {
+    pub first: Msg,
+    /// The number of the later message shown before it.
+    pub after: u32,
+}
+
+impl Reordered {
+    /// The messages of the chat from the one before `first` to the one after
+    /// `after`, at most `limit`, to explain where the order broke.
+    pub fn around(&self, limit: u32) -> Vec<Msg> {
+        let from = self.first.n.saturating_sub(1).max(1);
+        let to = (self.after + 1).min(from + limit.max(1) - 1);
+        (from..=to)
+            .map(|n| Msg {
+                chat: self.first.chat,
+                n,
+            })
+            .collect()
+    }
 }
 
 impl Verdict {
@@ -327,7 +364,7 @@ impl Verdict {
             self.lost.len(),
             self.unexpected.len(),
             self.duplicated.len(),
-            self.reordered,
+            self.reordered.len(),
             self.unsent.map_or("n/a".to_owned(), |u| u.to_string())
         ));
         s
@@ -337,7 +374,7 @@ impl Verdict {
         self.lost.is_empty()
             && self.unexpected.is_empty()
             && self.duplicated.is_empty()
-            && self.reordered == 0
+            && self.reordered.is_empty()
             && self.unsent.unwrap_or(0) == 0
     }
 }
@@ -371,7 +408,14 @@ mod tests {
         assert_eq!(v.lost, vec![m(4)]);
         assert_eq!(v.duplicated, vec![m(3)]);
         assert_eq!(v.unexpected, vec![Msg { chat: 9, n: 1 }]);
-        assert_eq!(v.reordered, 1);
+        assert_eq!(
+            v.reordered,
+            vec![Reordered {
+                first: m(2),
+                after: 3
+            }]
+        );
+        assert_eq!(v.reordered[0].around(10), vec![m(1), m(2), m(3), m(4)]);
         assert!(!v.clean());
     }
 

@@ -118,7 +118,7 @@ pub async fn run(duration: Duration, seed: Option<u64>) -> Result<bool, chat::Er
         .collect();
     let unsent = w.unsent().await?;
     // Looked up while the schemas still exist; judged once every process has stopped.
-    let explained = w.explain(&h.verdict(unsent).lost).await;
+    let explained = w.explain(&h.verdict(unsent)).await;
     w.finish().await?;
     let v = h.verdict(unsent);
     let ok = v.clean() && died.is_empty();
@@ -139,9 +139,7 @@ pub async fn run(duration: Duration, seed: Option<u64>) -> Result<bool, chat::Er
     }
     if !v.clean() {
         print!("{}", v.summary());
-        if !explained.is_empty() {
-            print!("where the lost messages are:\n{explained}");
-        }
+        print!("{explained}");
     }
     drop(cluster);
     Ok(ok)

@@ -37,6 +37,7 @@ function handle(req, res) {
     console.log(
       JSON.stringify({
         mode,
+        path: req.url,
         id,
         verified,
         key: req.headers["postbox-key"] ?? null,

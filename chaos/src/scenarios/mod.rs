@@ -314,7 +314,7 @@ pub async fn run(
         print!("{}", run.w.unsent_rows().await?);
     }
     // Looked up while the schemas still exist; judged once every process has stopped.
-    let explained = run.w.explain(&h.verdict(unsent).lost).await;
+    let explained = run.w.explain(&h.verdict(unsent)).await;
     let Run {
         w,
         cluster,
@@ -331,9 +331,7 @@ pub async fn run(
     }
     if !v.clean() {
         print!("{}", v.summary());
-        if !explained.is_empty() {
-            print!("where the lost messages are:\n{explained}");
-        }
+        print!("{explained}");
     }
     drop(standby);
     drop(cluster);
@@ -350,7 +348,7 @@ pub fn verdict_line(label: &str, v: &Verdict, ok: bool) -> String {
         v.lost.len(),
         v.unexpected.len(),
         v.duplicated.len(),
-        v.reordered,
+        v.reordered.len(),
         v.unsent.unwrap_or(0),
         if ok { "ok" } else { "FAILED" }
     );

@@ -123,6 +123,7 @@ pub async fn run(ctx: &Ctx) -> Result<LatencySection, BenchError> {
                 p99_ms: col(|m| m.4),
                 max_ms: col(|m| m.5),
                 p50_ratio: ratio,
+                p99_ratio: None,
             });
         }
     }

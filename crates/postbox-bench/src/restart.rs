@@ -54,6 +54,7 @@ pub async fn run(ctx: &Ctx) -> Result<LatencySection, BenchError> {
             sent: m.iter().map(|m| m.0).sum(),
             received: m.iter().map(|m| m.1).sum(),
             p50_ratio: baseline_p50.map(|b| p50.median / b),
+            p99_ratio: None,
             p50_ms: p50,
             p95_ms: col(|m| m.3),
             p99_ms: col(|m| m.4),

@@ -83,6 +83,7 @@ pub async fn run(ctx: &Ctx) -> Result<(Section, LatencySection), BenchError> {
             sent: p.scheduled_due * p.reps as u64,
             received: p.scheduled_due * p.reps as u64,
             p50_ratio: None,
+            p99_ratio: None,
             p50_ms: col(|m| m.0),
             p95_ms: col(|m| m.1),
             p99_ms: col(|m| m.2),

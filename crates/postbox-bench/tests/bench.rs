@@ -154,14 +154,36 @@ async fn bench_all_quick_writes_every_figure_and_the_chart() {
         stdout.contains("| 1s | cut for 3s |"),
         "no sick-relay table: {stdout}"
     );
-    // Live events with no replay, then during replays at three paces: every
-    // live message arrives.
+    // On every sink given (all but SQS here): live events with no replay,
+    // then during a replay at the default pace; every live event is sent.
     let replay = report["replay"]["rows"].as_array().unwrap();
-    assert_eq!(replay.len(), 4, "{replay:?}");
+    assert_eq!(replay.len(), 12, "{replay:?}");
     for r in replay {
         assert_eq!(r["received"], r["sent"], "{r}");
     }
-    assert!(stdout.contains("replay, --rate 0 (unlimited)"), "{stdout}");
+    for sink in [
+        "BullMQ",
+        "Redis Streams",
+        "webhook",
+        "Kafka",
+        "RabbitMQ",
+        "NATS JetStream",
+    ] {
+        assert!(
+            replay
+                .iter()
+                .any(|r| r["variant"].as_str().unwrap().starts_with(sink)
+                    && r["variant"]
+                        .as_str()
+                        .unwrap()
+                        .ends_with("--rate auto (the default)")),
+            "{sink}: {replay:?}"
+        );
+    }
+    assert!(
+        stdout.contains("skipped: SQS FIFO: no --sqs-endpoint-url"),
+        "{stdout}"
+    );
     // The drain beside scheduled events, against none; scheduled events never
     // early (the bench fails if one is).
     assert_rows(

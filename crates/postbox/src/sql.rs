@@ -169,6 +169,7 @@ queries!(
     outbox_delivered_last_hour,
     outbox_replay_plan,
     outbox_replay_chunk,
+    outbox_replay_unsent,
     outbox_retained_oldest,
     outbox_wake,
     outbox_schedule,

@@ -127,9 +127,9 @@ pub struct Args {
     /// Replay: sent rows retained and replayed [default: 1000000; --quick: 10000].
     #[arg(long)]
     replay_events: Option<u64>,
-    /// Replay: `postbox replay --rate` paces, 0 for unlimited [default: 1000,10000,0].
-    #[arg(long, value_delimiter = ',')]
-    replay_rates: Option<Vec<u64>>,
+    /// Replay: `postbox replay --rate` paces: auto (the default, following the relay), or events a second, 0 for unlimited [default: auto,1000; --quick: auto].
+    #[arg(long, value_delimiter = ',', value_parser = replay_pace)]
+    replay_rates: Option<Vec<ReplayPace>>,
     /// Scheduled: events waiting to be due beside the drain [default: 1000000; --quick: 10000].
     #[arg(long)]
     scheduled_events: Option<u64>,
@@ -201,7 +201,7 @@ pub(crate) struct Params {
     pub(super) health_every: Duration,
     pub(super) rate: u64,
     pub(super) replay_events: u64,
-    pub(super) replay_rates: Vec<u64>,
+    pub(super) replay_rates: Vec<ReplayPace>,
     pub(super) scheduled_events: u64,
     pub(super) scheduled_due: u64,
     #[serde(serialize_with = "durations")]
@@ -212,6 +212,38 @@ pub(crate) struct Params {
     pub(super) burst_latency: Duration,
     #[serde(with = "humantime_serde")]
     pub(super) steady_latency: Duration,
+}
+
+/// A `postbox replay --rate`: `auto` or events a second (0: unlimited).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplayPace {
+    Auto,
+    Fixed(u64),
+}
+
+impl std::fmt::Display for ReplayPace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReplayPace::Auto => f.write_str("auto"),
+            ReplayPace::Fixed(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+impl serde::Serialize for ReplayPace {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+fn replay_pace(s: &str) -> Result<ReplayPace, String> {
+    match s.trim() {
+        "auto" => Ok(ReplayPace::Auto),
+        n => n
+            .parse()
+            .map(ReplayPace::Fixed)
+            .map_err(|_| format!("{s:?} is neither auto nor events a second")),
+    }
 }
 
 fn durations<S: serde::Serializer>(v: &[Duration], s: S) -> Result<S::Ok, S::Error> {
@@ -293,10 +325,13 @@ impl Args {
             replay_events: self
                 .replay_events
                 .unwrap_or(if q { 10_000 } else { 1_000_000 }),
-            replay_rates: self
-                .replay_rates
-                .clone()
-                .unwrap_or_else(|| vec![1000, 10_000, 0]),
+            replay_rates: self.replay_rates.clone().unwrap_or_else(|| {
+                if q {
+                    vec![ReplayPace::Auto]
+                } else {
+                    vec![ReplayPace::Auto, ReplayPace::Fixed(1000)]
+                }
+            }),
             scheduled_events: self
                 .scheduled_events
                 .unwrap_or(if q { 10_000 } else { 1_000_000 }),

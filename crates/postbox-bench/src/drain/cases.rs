@@ -10,7 +10,7 @@ use postbox_relay::{Destination, SentRows};
 use std::sync::Arc;
 
 /// One row of the drain table.
-pub(super) struct Case {
+pub(crate) struct Case {
     /// The row label (kept across runs, so that figures stay comparable).
     pub name: &'static str,
     /// The label of its raw baseline: the same events through the same sink
@@ -26,7 +26,7 @@ pub(super) struct Case {
 
 /// A broker (or receiver) a case writes to.
 #[async_trait::async_trait]
-pub(super) trait Broker: Send + Sync {
+pub(crate) trait Broker: Send + Sync {
     /// Ready a destination of its own named after `what` (a topic, stream or
     /// queue, and what else the broker needs) and build the sink that
     /// publishes there, through the sink's settings type
@@ -36,7 +36,7 @@ pub(super) trait Broker: Send + Sync {
 }
 
 /// A destination readied for one run.
-pub(super) struct Opened<'a> {
+pub(crate) struct Opened<'a> {
     /// The topic the events carry.
     pub topic: String,
     /// The sink, in the delivery layer, as the relay drives it.
@@ -46,7 +46,7 @@ pub(super) struct Opened<'a> {
 }
 
 /// Every row of the drain, in the order it runs and prints.
-pub(super) fn table(p: &Params) -> Vec<Case> {
+pub(crate) fn table(p: &Params) -> Vec<Case> {
     use SentRows::{Delete, Mark};
     vec![
         Case {

@@ -6,7 +6,7 @@
 //! per broker readies its destinations.
 
 mod bullmq;
-mod cases;
+pub(crate) mod cases;
 mod kafka;
 mod nats;
 mod rabbitmq;

@@ -17,6 +17,9 @@ pub struct LatencyRow {
     pub max_ms: Spread,
     /// p50 of this row over the baseline's p50 at the same rate.
     pub p50_ratio: Option<f64>,
+    /// p99 of this row over the baseline's, where the section compares tails.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p99_ratio: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -30,14 +33,24 @@ pub struct LatencySection {
 impl LatencySection {
     pub fn print(&self) {
         println!("\n{} (ms)\n", self.title);
+        let tails = self.rows.iter().any(|r| r.p99_ratio.is_some());
         println!(
-            "| variant | msg/s | p50 | p95 | p99 | max | received | p50 ratio to {} |",
-            self.ratio_to
+            "| variant | msg/s | p50 | p95 | p99 | max | received | p50 ratio to {} |{}",
+            self.ratio_to,
+            if tails { " p99 ratio |" } else { "" }
         );
-        println!("|---|---|---|---|---|---|---|---|");
+        println!(
+            "|---|---|---|---|---|---|---|---|{}",
+            if tails { "---|" } else { "" }
+        );
         for r in &self.rows {
+            let p99_ratio = match (tails, r.p99_ratio) {
+                (false, _) => String::new(),
+                (true, None) => " baseline |".to_owned(),
+                (true, Some(x)) => format!(" {x:.1} |"),
+            };
             println!(
-                "| {} | {} | {} | {} | {} | {} | {}/{} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {}/{} | {} |{p99_ratio}",
                 r.variant,
                 r.rate,
                 r.p50_ms.show(1),

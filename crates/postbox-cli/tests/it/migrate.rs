@@ -26,7 +26,7 @@ async fn migrate_is_idempotent_and_versioned() {
         String::from_utf8_lossy(&first.stderr)
     );
     assert!(String::from_utf8_lossy(&first.stdout)
-        .contains("applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]"));
+        .contains("applied migrations [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]"));
     let second = run();
     assert!(second.status.success());
     assert!(
@@ -63,7 +63,7 @@ async fn migrate_is_idempotent_and_versioned() {
     .fetch_all(&pool)
     .await
     .unwrap();
-    assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
+    assert_eq!(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]);
 
     // A tampered migration is reported, not silently re-run.
     sqlx::query(&format!(
@@ -274,7 +274,7 @@ async fn a_schema_made_from_the_printed_sql_works_and_migrates_further() {
 async fn relay_refuses_an_outdated_schema() {
     let ctx = Ctx::new("outdated").await;
     sqlx::query(&format!(
-        "DELETE FROM {}.postbox_migrations WHERE version = 13",
+        "DELETE FROM {}.postbox_migrations WHERE version = 14",
         ctx.schema
     ))
     .execute(&ctx.pool)
@@ -285,7 +285,7 @@ async fn relay_refuses_an_outdated_schema() {
     let out = relay.output();
     assert!(
         out.contains(&format!(
-            "schema \"{}\" is at migration 12, this postbox needs 13; run `postbox migrate --schema {}` first",
+            "schema \"{}\" is at migration 13, this postbox needs 14; run `postbox migrate --schema {}` first",
             ctx.schema, ctx.schema
         )),
         "{out}"

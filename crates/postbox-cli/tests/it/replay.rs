@@ -5,6 +5,7 @@
 use crate::support::*;
 use std::process::Output;
 use std::time::Instant;
+use tokio::io::AsyncBufReadExt;
 
 /// `n` sent rows of `topic` over five keys, as a relay with `sent = "mark"`
 /// leaves them.
@@ -118,6 +119,63 @@ async fn the_rate_is_a_ceiling() {
     assert!(!rates.is_empty(), "no progress line: {out}");
     assert!(rates.iter().all(|r| *r <= 105.0), "{rates:?}: {out}");
     assert_eq!(ctx.unsent().await, 250);
+    ctx.cleanup().await;
+}
+
+/// By default a replay follows the relay: with no relay running it makes one
+/// chunk unsent (20 events, the first size), waits for it, says so after a while and goes on in smaller
+/// chunks (a fixed rate made all 2,000 unsent within two seconds); once a
+/// relay runs, it finishes and the relay sends every event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_default_replay_follows_the_relay() {
+    let ctx = Ctx::new("replay_follow").await;
+    sent_rows(&ctx, &ctx.queue, 2000).await;
+    let mut child = replay(&ctx)
+        .args(["--since", "1h", "--chunk", "200", "--yes"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let notice = loop {
+        let line = tokio::time::timeout(LONG, lines.next_line())
+            .await
+            .expect("a notice that the relay does not send")
+            .unwrap()
+            .expect("the replay's stderr ended before its notice");
+        if line.contains("has not sent") {
+            break line;
+        }
+    };
+    assert!(
+        notice.contains("last 20 event(s)") && notice.contains("is a relay running"),
+        "{notice}"
+    );
+    let waiting = ctx.unsent().await;
+    assert!(
+        (20..=30).contains(&waiting),
+        "one chunk at a time: {waiting} unsent"
+    );
+
+    let relay = ctx.relay(&postbox_testkit::redis_url(), &[], &[]);
+    let rest = tokio::spawn(async move {
+        let mut out = String::new();
+        while let Ok(Some(l)) = lines.next_line().await {
+            out.push_str(&l);
+            out.push('\n');
+        }
+        out
+    });
+    let status = tokio::time::timeout(LONG, child.wait())
+        .await
+        .expect("the replay ends once a relay sends")
+        .unwrap();
+    let err = rest.await.unwrap();
+    assert!(status.success(), "{err}");
+    wait_until(LONG, "every replayed event sent", || async {
+        ctx.unsent().await == 0
+    })
+    .await;
+    drop(relay);
     ctx.cleanup().await;
 }
 

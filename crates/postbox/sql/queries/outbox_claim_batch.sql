@@ -47,6 +47,6 @@
          ORDER BY c.xid, c.id
          LIMIT $1))
    AND o.sent_at IS NULL
-RETURNING o.id, o.xid, o.partition_id, o.event_id, o.topic::text AS topic,
+RETURNING o.id, o.xid, o.partition_id, o.event_id, coalesce(o.replay_topic, o.topic)::text AS topic,
           o.event::text AS event, o.key, o.payload, o.headers::jsonb AS headers, o.attempts,
           o.created_at, (SELECT pg_catalog.pg_current_snapshot()::text) AS snapshot

@@ -6,11 +6,13 @@
 -- as if this transaction had inserted it: the relay's claim reads rows in
 -- (xid, id) order from its position per partition, so a replayed row comes
 -- after every row of its key already waiting, and the rows of one chunk keep
--- their id order. attempts and the last error start over.
+-- their id order. attempts and the last error start over. $7: the topic to
+-- send them to instead of their own (`--to-topic`), NULL for their own.
 -- The rows are found through the primary key from $5 on. `through_id`, the
 -- highest id the chunk looked at (NULL: none left), is the next chunk's $5,
 -- so each row is read once overall, and a row retention deleted meanwhile
--- does not end the replay early.
+-- does not end the replay early. `ids` are the rows made unsent, for a replay
+-- that waits until the relay sent them (outbox_replay_unsent.sql).
 WITH chosen AS (
     SELECT s.id FROM {schema}.outbox s
      WHERE s.sent_at IS NOT NULL
@@ -27,10 +29,12 @@ WITH chosen AS (
            attempts = 0,
            last_error = NULL,
            next_attempt_at = NULL,
+           replay_topic = $7,
            xid = pg_catalog.pg_current_xact_id()
      WHERE o.id IN (SELECT id FROM chosen)
        AND o.sent_at IS NOT NULL
     RETURNING o.id
 )
 SELECT (SELECT max(id) FROM chosen) AS through_id,
-       (SELECT count(*) FROM replayed) AS replayed
+       (SELECT count(*) FROM replayed) AS replayed,
+       (SELECT coalesce(array_agg(id), '{}') FROM replayed) AS ids

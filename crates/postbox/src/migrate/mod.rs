@@ -92,6 +92,11 @@ const FILES: &[(i32, &str, &str)] = &[
         "0013_relay_health",
         include_str!("../../sql/migrations/0013_relay_health.sql"),
     ),
+    (
+        14,
+        "0014_replay_topic",
+        include_str!("../../sql/migrations/0014_replay_topic.sql"),
+    ),
 ];
 
 /// The migration from which relays claim from a position per partition

@@ -63,7 +63,10 @@ pub use refusals::{
     refusals_are_dead_lettered_when_sent_rows_are_deleted,
     refusals_are_dead_lettered_while_other_keys_flow,
 };
-pub use replay::replayed_events_arrive_again_with_their_ids;
+pub use replay::{
+    a_replay_to_a_topic_of_its_own_leaves_the_live_one_alone,
+    replayed_events_arrive_again_with_their_ids,
+};
 
 use crate::support::*;
 use postbox::Handler;
@@ -87,7 +90,8 @@ macro_rules! tests {
         $crate::conformance::tests!($f: events_arrive_once_and_in_key_order_through_relay_kills,
             refusals_are_dead_lettered_while_other_keys_flow,
             refusals_are_dead_lettered_when_sent_rows_are_deleted,
-            replayed_events_arrive_again_with_their_ids);
+            replayed_events_arrive_again_with_their_ids,
+            a_replay_to_a_topic_of_its_own_leaves_the_live_one_alone);
     };
     (headers, $f:ty) => {
         $crate::conformance::tests!($f: headers_arrive_as_text_and_a_malformed_trace_context_is_dropped);

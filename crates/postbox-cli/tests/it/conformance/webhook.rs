@@ -49,12 +49,20 @@ impl BrokerFixture for HookFixture {
         args
     }
 
-    /// What the receiver was asked at `/ok/` (each request verified by the
-    /// reference package), once at least `n` requests came. Only the test's
-    /// topic goes there: a redirect followed would show as another topic.
-    async fn read(&self, _: &str, n: usize) -> Vec<Arrived> {
-        let seen = self.rx.wait_for("ok", n, LONG).await;
-        seen.into_iter()
+    /// What the receiver was asked at `/ok/<topic>/` (each request verified
+    /// by the reference package), once at least `n` requests came. A
+    /// redirect followed would show as another topic.
+    async fn read(&self, topic: &str, n: usize) -> Vec<Arrived> {
+        let of_topic = || {
+            let prefix = format!("/ok/{topic}/");
+            self.rx
+                .seen("ok")
+                .into_iter()
+                .filter(move |r| r["path"].as_str().is_some_and(|p| p.starts_with(&prefix)))
+        };
+        let what = format!("{n} requests to /ok/{topic}/");
+        wait_until(LONG, &what, || async { of_topic().count() >= n }).await;
+        of_topic()
             .map(|r| Arrived {
                 id: r["id"].as_str().unwrap().to_owned(),
                 key: r["key"].as_str().map(str::to_owned),

@@ -5,8 +5,11 @@
 //! replay makes a selection of them unsent again, in place, a chunk per
 //! transaction, and the running relay sends them as it sends new events. They
 //! keep their event ids, so a consumer that already applied one skips it in
-//! its inbox. A dry run by default; rate-limited; stops cleanly at SIGINT or
-//! SIGTERM after the chunk in flight and prints how to resume.
+//! its inbox. A dry run by default; paced by the relay (or a fixed rate,
+//! [`pace`]); stops cleanly at SIGINT or SIGTERM after the chunk in flight and
+//! prints how to resume.
+
+mod pace;
 
 use crate::table::{cells, table};
 use crate::target::SchemaArgs;
@@ -18,6 +21,8 @@ use postbox::SchemaName;
 use sqlx::{Connection, PgConnection};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
+
+use pace::{Follow, Rate};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -36,11 +41,18 @@ pub struct Args {
     /// Only events of this key.
     #[arg(long)]
     key: Option<String>,
-    /// At most this many events a second, so live traffic keeps its latency
-    /// (0: as fast as the database takes them).
-    #[arg(long, value_name = "EVENTS_PER_SECOND", default_value_t = 1000)]
-    rate: u64,
-    /// Events made unsent again per transaction.
+    /// Send them to this topic instead of their own: a destination of its
+    /// own for a new consumer (another queue, stream, subject, or webhook URL
+    /// through `{topic}`), leaving the live one alone. Default: their own.
+    #[arg(long, value_name = "TOPIC")]
+    to_topic: Option<String>,
+    /// How fast: auto (follow the relay: the next chunk once it sent the
+    /// previous one, so live events keep their latency), or at most this
+    /// many events a second (0: as fast as the database takes them).
+    #[arg(long, value_name = "auto|EVENTS_PER_SECOND", default_value = "auto", value_parser = pace::rate)]
+    rate: Rate,
+    /// Events made unsent again per transaction (with --rate auto, at most
+    /// this many: chunks are sized to the relay's pace).
     #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(i64).range(1..=10_000))]
     chunk: i64,
     /// Resume an interrupted replay: only events with ids above this one (a
@@ -89,6 +101,8 @@ struct Selection {
     until: DateTime<Utc>,
     topics: Option<Vec<String>>,
     key: Option<String>,
+    /// Where they go (`--to-topic`); `None`: their own topics.
+    to_topic: Option<String>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -123,6 +137,11 @@ pub async fn run(a: Args, shutdown: CancellationToken) -> Result<(), CliError> {
     if a.key.as_deref() == Some("") {
         return Err("--key must not be empty: leave it out to replay every key".into());
     }
+    if a.to_topic.as_deref().is_some_and(|t| t.trim().is_empty()) {
+        return Err(
+            "--to-topic must not be empty: leave it out to replay to each event's own topic".into(),
+        );
+    }
     let (schema, mut conn) = a.target.open("postbox replay").await?;
     let q = Queries::new(&schema);
     let mut tx = conn.begin().await?;
@@ -133,6 +152,7 @@ pub async fn run(a: Args, shutdown: CancellationToken) -> Result<(), CliError> {
         until: a.until.as_ref().map_or(Ok(now), |u| u.resolve(now))?,
         topics: (!a.topics.is_empty()).then(|| a.topics.clone()),
         key: a.key.clone(),
+        to_topic: a.to_topic.clone(),
     };
     if sel.since >= sel.until {
         return Err(format!(
@@ -173,14 +193,13 @@ pub async fn run(a: Args, shutdown: CancellationToken) -> Result<(), CliError> {
     }
     print_plan(&schema, &sel, &plan, total, a.yes);
     if !a.yes {
-        let pace = if a.rate == 0 {
-            "as fast as the database takes them".to_string()
-        } else {
-            format!(
-                "at {} events/s, about {}",
-                a.rate,
-                postbox::display_duration(Duration::from_secs_f64(total as f64 / a.rate as f64))
-            )
+        let pace = match a.rate {
+            Rate::Auto => "as fast as the relay sends them beside live events".to_string(),
+            Rate::Fixed(0) => "as fast as the database takes them".to_string(),
+            Rate::Fixed(rate) => format!(
+                "at {rate} events/s, about {}",
+                postbox::display_duration(Duration::from_secs_f64(total as f64 / rate as f64))
+            ),
         };
         println!("dry run: nothing changed; run again with --yes to send them again ({pace})");
         return Ok(());
@@ -199,6 +218,9 @@ pub async fn run(a: Args, shutdown: CancellationToken) -> Result<(), CliError> {
         if let Some(k) = &sel.key {
             cmd.push_str(&format!(" --key {}", shell_word(k)));
         }
+        if let Some(t) = &sel.to_topic {
+            cmd.push_str(&format!(" --to-topic {}", shell_word(t)));
+        }
         cmd.push_str(&format!(" --rate {} --after-id {through} --yes", a.rate));
         cmd
     };
@@ -213,9 +235,12 @@ pub async fn run(a: Args, shutdown: CancellationToken) -> Result<(), CliError> {
         .into());
     }
     println!(
-        "replayed {} event(s) of schema {schema} in {}: the relay sends them as it sends new events",
+        "replayed {} event(s) of schema {schema} in {}: the relay sends them {}as it sends new events",
         done.replayed,
-        postbox::display_duration(done.took)
+        postbox::display_duration(done.took),
+        sel.to_topic
+            .as_ref()
+            .map_or(String::new(), |t| format!("to topic {t:?} "))
     );
     Ok(())
 }
@@ -241,8 +266,12 @@ async fn plan(
 }
 
 fn print_plan(schema: &SchemaName, sel: &Selection, plan: &[TopicPlan], total: i64, yes: bool) {
+    let to = match &sel.to_topic {
+        Some(t) => format!(" to topic {t:?} instead of their own"),
+        None => String::new(),
+    };
     println!(
-        "{} {total} retained event(s) of schema {schema} created from {} to {}:",
+        "{} {total} retained event(s) of schema {schema} created from {} to {}{to}:",
         if yes { "replaying" } else { "would replay" },
         at(sel.since),
         at(sel.until)
@@ -274,7 +303,7 @@ struct Done {
 }
 
 /// Chunk after chunk, each its own transaction (with a NOTIFY that wakes
-/// sleeping relays at its commit), paced to `rate`, until the selection is
+/// sleeping relays at its commit), paced by `--rate`, until the selection is
 /// exhausted or shutdown is asked.
 async fn send_again(
     conn: &mut PgConnection,
@@ -286,13 +315,7 @@ async fn send_again(
     shutdown: &CancellationToken,
 ) -> Result<Done, CliError> {
     let start = Instant::now();
-    // Paced, a tenth of a second's worth at a time: the live events beside
-    // it meet no burst of a whole second's.
-    let chunk = if a.rate == 0 {
-        a.chunk
-    } else {
-        a.chunk.min((a.rate as i64 / 10).max(1))
-    };
+    let mut follow = Follow::new(a.chunk);
     let mut done = Done {
         replayed: 0,
         through: a.after_id,
@@ -300,54 +323,131 @@ async fn send_again(
         interrupted: false,
     };
     let mut last_report = Instant::now();
-    loop {
-        if shutdown.is_cancelled() {
-            done.interrupted = true;
+    let mut said_slow = false;
+    while !shutdown.is_cancelled() {
+        let size = match a.rate {
+            Rate::Auto => follow.size(),
+            Rate::Fixed(0) => a.chunk,
+            // A tenth of a second's worth at a time: the live events beside
+            // it meet no burst of a whole second's.
+            Rate::Fixed(rate) => a.chunk.min((rate as i64 / 10).max(1)),
+        };
+        let Some(ids) = next_chunk(conn, q, schema, sel, &mut done, size).await? else {
             break;
+        };
+        let pause = match a.rate {
+            Rate::Auto => match until_sent(conn, q, &ids, shutdown).await? {
+                Some(took) => follow.sent(took),
+                None => {
+                    if !said_slow && !shutdown.is_cancelled() {
+                        said_slow = true;
+                        eprintln!("the relay has not sent the replay's last {} event(s) within {}: is a relay running for schema {schema}, or is a key of them held (postbox status)? The replay goes on in smaller chunks", ids.len(), postbox::display_duration(pace::GIVE_UP));
+                    }
+                    follow.gave_up()
+                }
+            },
+            Rate::Fixed(0) => Duration::ZERO,
+            Rate::Fixed(rate) => {
+                let due = start + Duration::from_secs_f64(done.replayed as f64 / rate as f64);
+                due.saturating_duration_since(Instant::now())
+            }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            _ = shutdown.cancelled() => {}
         }
-        let mut tx = conn.begin().await?;
-        let (through, replayed): (Option<i64>, i64) = statement_as(&q.outbox_replay_chunk)
+        // After the pause: the rate counts the time these took too.
+        if last_report.elapsed() >= Duration::from_secs(1) {
+            last_report = Instant::now();
+            let secs = start.elapsed().as_secs_f64().max(0.001);
+            let following = match a.rate {
+                Rate::Auto => format!(", following the relay in chunks of {}", follow.size()),
+                Rate::Fixed(_) => String::new(),
+            };
+            eprintln!(
+                "replayed {} of {total} ({:.0} %) at {:.0} events/s{following}, through id {} (to resume: --after-id {})",
+                done.replayed,
+                100.0 * done.replayed as f64 / total.max(1) as f64,
+                done.replayed as f64 / secs,
+                done.through,
+                done.through
+            );
+        }
+    }
+    done.interrupted = shutdown.is_cancelled();
+    done.took = start.elapsed();
+    Ok(done)
+}
+
+/// Make the next `size` rows of the selection unsent again, in one
+/// transaction; `None` once the selection is exhausted, else the ids made
+/// unsent (none if the chunk's rows were unsent already).
+async fn next_chunk(
+    conn: &mut PgConnection,
+    q: &Queries,
+    schema: &SchemaName,
+    sel: &Selection,
+    done: &mut Done,
+    size: i64,
+) -> Result<Option<Vec<i64>>, CliError> {
+    let mut tx = conn.begin().await?;
+    let (through, replayed, ids): (Option<i64>, i64, Vec<i64>) =
+        statement_as(&q.outbox_replay_chunk)
             .bind(sel.since)
             .bind(sel.until)
             .bind(sel.topics.as_deref())
             .bind(sel.key.as_deref())
             .bind(done.through)
-            .bind(chunk)
+            .bind(size)
+            .bind(sel.to_topic.as_deref())
             .fetch_one(&mut *tx)
             .await?;
-        let Some(through) = through else {
-            break;
-        };
-        if replayed > 0 {
-            statement(&q.outbox_wake)
-                .bind(schema.as_str())
-                .execute(&mut *tx)
-                .await?;
-        }
+    let Some(through) = through else {
+        return Ok(None);
+    };
+    if replayed > 0 {
+        statement(&q.outbox_wake)
+            .bind(schema.as_str())
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    done.replayed += replayed;
+    done.through = through;
+    Ok(Some(ids))
+}
+
+/// Wait until the relay has sent `ids` (or they wait out a backoff): how
+/// long that took, or `None` if it did not within [`pace::GIVE_UP`] (or
+/// shutdown was asked).
+async fn until_sent(
+    conn: &mut PgConnection,
+    q: &Queries,
+    ids: &[i64],
+    shutdown: &CancellationToken,
+) -> Result<Option<Duration>, CliError> {
+    let start = Instant::now();
+    while !ids.is_empty() {
+        // In a transaction, as every statement here: behind a transaction
+        // pooler its parse and execute then reach one session.
+        let mut tx = conn.begin().await?;
+        let left: i64 = statement_scalar(&q.outbox_replay_unsent)
+            .bind(ids)
+            .fetch_one(&mut *tx)
+            .await?;
         tx.commit().await?;
-        done.replayed += replayed;
-        done.through = through;
-        if a.rate > 0 {
-            let due = start + Duration::from_secs_f64(done.replayed as f64 / a.rate as f64);
-            tokio::select! {
-                _ = tokio::time::sleep_until(due.into()) => {}
-                _ = shutdown.cancelled() => {}
-            }
+        if left == 0 {
+            break;
         }
-        // After the pacing wait: the rate counts the time these took too.
-        if last_report.elapsed() >= Duration::from_secs(1) {
-            last_report = Instant::now();
-            let secs = start.elapsed().as_secs_f64().max(0.001);
-            eprintln!(
-                "replayed {} of {total} ({:.0} %) at {:.0} events/s, through id {through} (to resume: --after-id {through})",
-                done.replayed,
-                100.0 * done.replayed as f64 / total.max(1) as f64,
-                done.replayed as f64 / secs
-            );
+        if start.elapsed() >= pace::GIVE_UP {
+            return Ok(None);
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(pace::LOOK_EVERY) => {}
+            _ = shutdown.cancelled() => return Ok(None),
         }
     }
-    done.took = start.elapsed();
-    Ok(done)
+    Ok(Some(start.elapsed()))
 }
 
 #[cfg(test)]

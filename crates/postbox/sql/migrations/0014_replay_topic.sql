@@ -1,0 +1,11 @@
+-- A replay to a destination of its own (`postbox replay --to-topic`): the
+-- topic a row is sent to when it goes again, instead of its own. NULL for
+-- every row a producer writes; set by a replay to another topic and cleared by
+-- one in place. The row keeps its topic (what it was written as; a later
+-- replay selects it by that), its key, partition and event id. The relay's
+-- claim sends `coalesce(replay_topic, topic)`, and a row dead-lettered on the
+-- way keeps the topic it was sent to.
+--
+-- A column without a default: added to the catalog only, no rewrite, no wait
+-- beyond the lock of the ALTER itself.
+ALTER TABLE {schema}.outbox ADD COLUMN replay_topic {schema}.postbox_topic;
