@@ -7,7 +7,6 @@ mod console;
 mod demo;
 mod dlq;
 mod grant;
-mod inbox_dlq;
 mod migrate;
 mod relay;
 mod replay;
@@ -65,7 +64,7 @@ enum Command {
     /// Inspect, replay or purge dead letters (events the relay gave up on).
     Dlq(dlq::Args),
     /// Inspect, replay or purge consumer dead letters (messages a consumer's handler gave up on).
-    InboxDlq(inbox_dlq::Args),
+    InboxDlq(dlq::InboxArgs),
     /// Send retained events again (sent rows still within outbox_retention), with their event ids, to a consumer that was not there. A dry run without --yes.
     Replay(replay::Args),
     /// List the events scheduled ahead (deliver_at) that are not yet due, or cancel them.
@@ -112,7 +111,7 @@ fn main() -> ExitCode {
             Command::Relay(a) => relay::run(*a, shutdown_signal()).await,
             Command::Demo(a) => demo::run(a).await,
             Command::Dlq(a) => dlq::run(a).await,
-            Command::InboxDlq(a) => inbox_dlq::run(a).await,
+            Command::InboxDlq(a) => dlq::run_inbox(a).await,
             Command::Grant(a) => grant::run(a).await,
             Command::Replay(a) => replay::run(a, shutdown_signal()).await,
             Command::Scheduled(a) => scheduled::run(a).await,

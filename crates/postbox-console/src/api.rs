@@ -272,17 +272,16 @@ async fn act(
     let Json(body) = body.map_err(|e| Failure::bad(format!("bad body: {}", e.body_text())))?;
     let s = c.schema(&name)?;
     let mut conn = conn(&c).await?;
-    let count = dead_letters::act(
-        &mut conn,
-        &Queries::new(s),
-        body.side,
+    let asked = dead_letters::Act {
+        side: body.side,
         action,
-        &body.filter,
-        body.all,
-        body.confirmed_count,
-        &caller.user.name,
-    )
-    .await?;
+        filter: &body.filter,
+        all: body.all,
+        confirmed: body.confirmed_count,
+    };
+    let count = dead_letters::act(&mut conn, &Queries::new(s), &asked, &caller.user.name)
+        .await?
+        .len();
     Ok(Json(
         json!({ "action": action.as_str(), "side": body.side, "count": count }),
     ))

@@ -24,6 +24,17 @@ impl Failure {
             message: message.into(),
         }
     }
+    /// A failure of the server's own (the database refused or is gone):
+    /// its text may name tables, hosts or roles, so the caller gets an id
+    /// and the log gets the text under that id.
+    pub(crate) fn internal(e: &dyn std::fmt::Display) -> Failure {
+        let id = format!("{:016x}", rand::random::<u64>());
+        tracing::error!(error_id = %id, error = %e, "console request failed");
+        Failure::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("internal error (error id {id}): the console could not complete the request; its log has the cause under error_id={id}"),
+        )
+    }
     pub(crate) fn bad(message: impl Into<String>) -> Failure {
         Failure::new(StatusCode::BAD_REQUEST, message)
     }
@@ -47,8 +58,7 @@ impl From<OpsError> for Failure {
             };
             return Failure::new(status, e.to_string());
         }
-        tracing::warn!(error = %e, "console request failed");
-        Failure::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+        Failure::internal(&e)
     }
 }
 

@@ -1,7 +1,7 @@
 //! The postbox relay: moves committed outbox rows to a broker, per-key ordered,
 //! holding nothing unsent only in memory.
 //!
-//! Loop per worker (DESIGN.md §4): wake (NOTIFY, logical decoding or poll) → claim a batch of the
+//! Loop per worker (docs: architecture.md, concepts/read-path.md): wake (NOTIFY, logical decoding or poll) → claim a batch of the
 //! partitions it owns, marked sent (or deleted) by the claim itself, uncommitted → publish through a
 //! [`Destination`] (a [`Delivery`] keeping per-key order over one broker's [`Sink`], or a
 //! [`Router`] over several) and await the broker's acknowledgement → COMMIT; or, when the broker

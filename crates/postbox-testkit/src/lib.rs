@@ -95,6 +95,36 @@ where
     }
 }
 
+/// Connect to a service a test needs, retrying for up to 30 s while it
+/// refuses: a shared server under a loaded suite resets a connection now and
+/// then, and a node of a test's own that was just restarted may still be
+/// booting. The connection, or a panic that names the service and its last
+/// error, so that a red run means a defect, not a busy machine.
+pub async fn connect_retrying<T, E, F, Fut>(service: &str, mut connect: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    E: std::fmt::Display,
+{
+    const FOR: Duration = Duration::from_secs(30);
+    let deadline = Instant::now() + FOR;
+    let mut pause = Duration::from_millis(50);
+    loop {
+        match connect().await {
+            Ok(connected) => return connected,
+            Err(e) if Instant::now() >= deadline => {
+                panic!("cannot connect to {service} within {FOR:?}: {e} (./scripts/test.sh starts the shared services)")
+            }
+            // A bounded backoff between attempts, not a wait for an event:
+            // a refused connection says nothing about when to try again.
+            Err(_) => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
+        }
+    }
+}
+
 /// A free TCP port on loopback (racy by nature, good enough for tests).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")

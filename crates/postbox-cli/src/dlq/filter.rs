@@ -1,35 +1,61 @@
-//! Which dead letters a command selects (`--topic`, `--key`, ages,
-//! `--error`, `--id`), and the guard on acting on them (`--yes`, `--all`).
+//! The flags that select dead letters (`--topic`, `--key`, ages, `--error`,
+//! `--id`, and `--consumer` on the consumer side) and guard acting on them
+//! (`--yes`, `--all`): parsed here, turned into the one filter every face
+//! shares (`postbox_console::ops::dead_letters::Filter`), which checks them.
 
-use crate::CliError;
 use humantime_serde::re::humantime;
+use postbox_console::ops::dead_letters::Filter;
 use std::time::Duration;
 
 /// Which dead letters; filters combine with AND.
 #[derive(clap::Args, Default)]
-pub(super) struct Filter {
-    /// Only this topic (exact).
+pub(crate) struct FilterArgs {
+    /// Only this topic (exact; the queue or topic a consumer read, for consumer dead letters).
     #[arg(long)]
-    pub(super) topic: Option<String>,
+    topic: Option<String>,
     /// Only this key (exact).
     #[arg(long)]
-    pub(super) key: Option<String>,
+    key: Option<String>,
     /// Only those dead-lettered more than this long ago (e.g. 30m, 1h, 2d).
     #[arg(long, value_name = "AGE", value_parser = age)]
-    pub(super) older_than: Option<Duration>,
+    older_than: Option<Duration>,
     /// Only those dead-lettered less than this long ago (e.g. 10m).
     #[arg(long, value_name = "AGE", value_parser = age)]
-    pub(super) newer_than: Option<Duration>,
+    newer_than: Option<Duration>,
     /// Only those whose last_error contains this text (case-insensitive).
-    #[arg(long, value_name = "TEXT")]
-    pub(super) error: Option<String>,
+    #[arg(long, value_name = "TEXT", value_parser = text)]
+    error: Option<String>,
     /// Only these dead-letter ids (repeat for several).
     #[arg(long = "id", value_name = "ID")]
-    pub(super) ids: Vec<i64>,
+    ids: Vec<i64>,
+}
+
+/// The consumer side's own filter.
+#[derive(clap::Args, Default)]
+pub(crate) struct ConsumerArg {
+    /// Only this consumer's (exact).
+    #[arg(long, value_parser = text)]
+    consumer: Option<String>,
+}
+
+impl FilterArgs {
+    /// The shared filter, with the consumer side's `--consumer`.
+    pub(crate) fn filter(self, consumer: Option<ConsumerArg>) -> Filter {
+        Filter {
+            consumer: consumer.and_then(|c| c.consumer),
+            topic: self.topic,
+            key: self.key,
+            older_than_seconds: self.older_than.map(|d| d.as_secs_f64()),
+            newer_than_seconds: self.newer_than.map(|d| d.as_secs_f64()),
+            error: self.error,
+            fingerprint: None,
+            ids: self.ids,
+        }
+    }
 }
 
 #[derive(clap::Args)]
-pub(crate) struct Act {
+pub(crate) struct ActArgs {
     /// Act; without it the command is a dry run that prints what it would do.
     #[arg(long)]
     pub(crate) yes: bool,
@@ -48,64 +74,12 @@ pub(crate) fn age(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-impl Filter {
-    pub(super) fn is_empty(&self) -> bool {
-        self.topic.is_none()
-            && self.key.is_none()
-            && self.older_than.is_none()
-            && self.newer_than.is_none()
-            && self.error.is_none()
-            && self.ids.is_empty()
+/// Text to look for: an empty one would select everything.
+fn text(s: &str) -> Result<String, String> {
+    if s.is_empty() {
+        return Err("give some text to look for".into());
     }
-
-    pub(super) fn check(&self) -> Result<(), CliError> {
-        if let (Some(old), Some(new)) = (self.older_than, self.newer_than) {
-            if old >= new {
-                return Err(format!(
-                    "--older-than {} --newer-than {} selects nothing: a dead letter would have to be older than {0} and newer than {1}. Did you swap them?",
-                    humantime::format_duration(old),
-                    humantime::format_duration(new)
-                )
-                .into());
-            }
-        }
-        if self.error.as_deref() == Some("") {
-            return Err("--error needs some text to look for in last_error".into());
-        }
-        Ok(())
-    }
-
-    /// Bind the seven filter parameters ($1..$7) in the order the queries
-    /// expect; the error fingerprint ($7) is the console's filter.
-    pub(super) fn bind<'q, O>(
-        &'q self,
-        q: sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments>,
-    ) -> sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments> {
-        q.bind(self.topic.as_deref())
-            .bind(self.key.as_deref())
-            .bind(self.older_than.map(|d| d.as_secs_f64()))
-            .bind(self.newer_than.map(|d| d.as_secs_f64()))
-            .bind(self.error.as_deref())
-            .bind((!self.ids.is_empty()).then_some(self.ids.as_slice()))
-            .bind(None::<&str>)
-    }
-}
-
-/// Refuse an unfiltered replay/purge unless `--all`; filters are checked too.
-pub(super) fn selection(
-    what: &str,
-    schema: &str,
-    filter: &Filter,
-    act: &Act,
-) -> Result<(), CliError> {
-    filter.check()?;
-    if filter.is_empty() && !act.all {
-        return Err(format!(
-            "no filter given: refusing to {what} every dead letter of schema {schema}. Narrow the selection with --topic, --key, --older-than, --newer-than, --error or --id, or pass --all"
-        )
-        .into());
-    }
-    Ok(())
+    Ok(s.to_owned())
 }
 
 #[cfg(test)]
@@ -120,15 +94,24 @@ mod tests {
         let e = age("yesterday").unwrap_err();
         assert!(e.contains("\"yesterday\"") && e.contains("1h"), "{e}");
         assert!(age("0s").is_err());
+        assert!(text("").is_err());
     }
 
     #[test]
-    fn swapped_ages_are_refused() {
-        let f = Filter {
+    fn swapped_ages_are_refused_by_the_shared_filter() {
+        let f = FilterArgs {
             older_than: Some(Duration::from_secs(3600)),
             newer_than: Some(Duration::from_secs(600)),
-            ..Filter::default()
-        };
-        assert!(f.check().unwrap_err().to_string().contains("swap"));
+            ..FilterArgs::default()
+        }
+        .filter(None);
+        let e = f
+            .check(postbox_console::ops::dead_letters::Side::Relay)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("older than 1h and newer than 10m") && e.contains("swap"),
+            "{e}"
+        );
     }
 }

@@ -316,6 +316,10 @@ async fn send_again(
 ) -> Result<Done, CliError> {
     let start = Instant::now();
     let mut follow = Follow::new(a.chunk);
+    let mut live = match a.rate {
+        Rate::Auto => Some(LiveWatch::start(conn, q).await?),
+        Rate::Fixed(_) => None,
+    };
     let mut done = Done {
         replayed: 0,
         through: a.after_id,
@@ -337,7 +341,13 @@ async fn send_again(
         };
         let pause = match a.rate {
             Rate::Auto => match until_sent(conn, q, &ids, shutdown).await? {
-                Some(took) => follow.sent(took),
+                Some(took) => {
+                    let waits = match live.as_mut() {
+                        Some(watch) => watch.look(conn, q, &ids).await?,
+                        None => None,
+                    };
+                    follow.sent(took, waits)
+                }
                 None => {
                     if !said_slow && !shutdown.is_cancelled() {
                         said_slow = true;
@@ -355,6 +365,9 @@ async fn send_again(
         tokio::select! {
             _ = tokio::time::sleep(pause) => {}
             _ = shutdown.cancelled() => {}
+        }
+        if let Some(watch) = live.as_mut().filter(|_| !pause.is_zero()) {
+            follow.paused(watch.look(conn, q, &[]).await?);
         }
         // After the pause: the rate counts the time these took too.
         if last_report.elapsed() >= Duration::from_secs(1) {
@@ -415,6 +428,43 @@ async fn next_chunk(
     done.replayed += replayed;
     done.through = through;
     Ok(Some(ids))
+}
+
+/// The live events `--rate auto` watches: those written since the replay
+/// began, a look at a time (outbox_replay_live_waits.sql).
+struct LiveWatch {
+    through: i64,
+}
+
+impl LiveWatch {
+    async fn start(conn: &mut PgConnection, q: &Queries) -> Result<Self, CliError> {
+        let mut tx = conn.begin().await?;
+        let through: i64 = statement_scalar(&q.outbox_replay_live_start)
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(LiveWatch { through })
+    }
+
+    /// The longest wait of the live events written since the last look
+    /// (`None`: none was), `in_flight` the chunk the relay may still be
+    /// sending.
+    async fn look(
+        &mut self,
+        conn: &mut PgConnection,
+        q: &Queries,
+        in_flight: &[i64],
+    ) -> Result<Option<Duration>, CliError> {
+        let mut tx = conn.begin().await?;
+        let (longest_us, through): (Option<i64>, i64) = statement_as(&q.outbox_replay_live_waits)
+            .bind(self.through)
+            .bind(in_flight)
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        self.through = through;
+        Ok(longest_us.map(|us| Duration::from_micros(us.max(0) as u64)))
+    }
 }
 
 /// Wait until the relay has sent `ids` (or they wait out a backoff): how

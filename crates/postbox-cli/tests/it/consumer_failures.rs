@@ -175,6 +175,11 @@ async fn judge(ctx: &Ctx, h: &Flaky, name: &str) {
     let again = inbox_dlq(ctx, &["inbox-dlq", "replay", "--all", "--yes"]).await;
     assert!(again.contains("nothing to replay"), "{again}");
     assert_eq!(effects(ctx).await, vec![1, 2, 3, 4, 5]);
+    assert_eq!(
+        crate::dlq::audit(ctx).await,
+        [("consumer_dead_letters.replay".into(), 1)],
+        "the CLI's replay audited; the refused and empty ones not"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

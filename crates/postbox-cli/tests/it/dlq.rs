@@ -227,6 +227,14 @@ async fn dlq_lists_filters_replays_in_order_and_purges_on_a_live_relay() {
         of("b"),
         "refused commands change nothing"
     );
+    // Every act is audited, as the console's are, with who made it.
+    assert_eq!(
+        audit(&ctx).await,
+        [
+            ("dead_letters.replay".into(), 2),
+            ("dead_letters.purge".into(), 1)
+        ]
+    );
 
     drop(relay);
     ctx.cleanup().await;
@@ -302,4 +310,27 @@ async fn dlq_replay_goes_behind_waiting_rows_of_its_key_and_refuses_conflicts() 
     );
     assert_eq!(listed(s, &[]).await, vec![-2]);
     ctx.cleanup().await;
+}
+
+/// The schema's audit rows, oldest first: (action, count), after checking
+/// each names the OS user and the database role of the CLI that made it.
+pub(crate) async fn audit(ctx: &Ctx) -> Vec<(String, i32)> {
+    let rows: Vec<(String, String, i32)> = sqlx::query_as(&format!(
+        "SELECT actor, action, count FROM {}.console_audit ORDER BY id",
+        ctx.schema
+    ))
+    .fetch_all(&ctx.pool)
+    .await
+    .unwrap();
+    let role: String = sqlx::query_scalar("SELECT current_user::text")
+        .fetch_one(&ctx.pool)
+        .await
+        .unwrap();
+    for (actor, ..) in &rows {
+        assert!(
+            actor.ends_with(&format!("(postbox cli, database role {role})")),
+            "{actor}"
+        );
+    }
+    rows.into_iter().map(|(_, a, n)| (a, n)).collect()
 }

@@ -28,7 +28,7 @@ pub(crate) fn relay(
     let mut args = kafka_args(b);
     args.extend(extra.iter().map(|s| s.to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    ctx.relay("redis://127.0.0.1:1", &args, env)
+    ctx.relay_with(&args, env)
 }
 
 /// (key, seq) of each message, in consumption order per partition.

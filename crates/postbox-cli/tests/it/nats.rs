@@ -36,8 +36,7 @@ async fn nats_replicated_stream_keeps_every_event_when_a_server_dies() {
         .is_ok()
     })
     .await;
-    let relay = ctx.relay(
-        "redis://127.0.0.1:1",
+    let relay = ctx.relay_with(
         &[
             "--sink",
             "nats",
@@ -120,7 +119,7 @@ async fn nats_an_event_over_its_streams_max_msg_size_is_dead_lettered_while_othe
         "2s",
     ];
     args.extend_from_slice(FAST_DEAD_LETTER);
-    let relay = ctx.relay("redis://127.0.0.1:1", &args, &[]);
+    let relay = ctx.relay_with(&args, &[]);
     wait_until(LONG, "one dead letter, the rest sent", || async {
         ctx.dead_letters().await.len() == 1 && ctx.unsent().await == 0
     })

@@ -291,8 +291,7 @@ async fn the_kafkajs_inbox_consumer_applies_each_event_once_across_its_own_kill(
         .spawn()
         .expect("run node")
     };
-    let relay = ctx.relay(
-        "redis://127.0.0.1:1",
+    let relay = ctx.relay_with(
         &[
             "--sink",
             "kafka",

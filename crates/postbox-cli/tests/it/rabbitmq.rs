@@ -28,7 +28,7 @@ async fn rabbitmq_declares_topics_and_dead_letters_only_what_the_node_refuses() 
     let mut args = vec!["--sink", "rabbitmq", "--rabbitmq-url", &url];
     args.extend(FAST_DEAD_LETTER);
     args.extend(["--rabbitmq-declare", "true"]);
-    let relay = ctx.relay("redis://127.0.0.1:1", &args, &[]);
+    let relay = ctx.relay_with(&args, &[]);
     wait_until(LONG, "the oversized event dead-lettered", || async {
         !ctx.dead_letters().await.is_empty()
     })

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 fn relay(ctx: &Ctx, url: &str, extra: &[&str]) -> RelayProcess {
     let mut args = vec!["--sink", "redis_streams", "--redis-streams-url", url];
     args.extend_from_slice(extra);
-    ctx.relay("redis://127.0.0.1:1", &args, &[])
+    ctx.relay_with(&args, &[])
 }
 
 /// Calls of each command since the server started (`INFO commandstats`).

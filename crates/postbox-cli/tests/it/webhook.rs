@@ -23,7 +23,7 @@ fn relay(ctx: &Ctx, url: &str, extra: &[&str]) -> RelayProcess {
         "1s",
     ];
     args.extend_from_slice(extra);
-    ctx.relay("redis://127.0.0.1:1", &args, &[])
+    ctx.relay_with(&args, &[])
 }
 
 async fn attempts(ctx: &Ctx, topic: &str) -> i64 {

@@ -28,8 +28,29 @@ pub enum OpsError {
         /// The count that matches now.
         found: i64,
     },
+    /// Neither a filter nor "all": an act on every dead letter of a side is
+    /// asked for by name.
+    #[error("no filter given: refusing to {action} every {side} dead letter of the schema. Narrow the selection (topic, key, age, error text, group or ids), or select them all (`--all` on the command line, `\"all\": true` in the API)")]
+    NoFilter {
+        /// `replay` or `purge`.
+        action: &'static str,
+        /// `relay` or `consumer`.
+        side: &'static str,
+    },
+    /// The selection is empty.
+    #[error("no {side} dead letters match: nothing to {action}")]
+    NothingMatches {
+        /// `replay` or `purge`.
+        action: &'static str,
+        /// `relay` or `consumer`.
+        side: &'static str,
+    },
+    /// A producer enqueued one of the selected events again while they were
+    /// being replayed.
+    #[error("a dead letter's event_id was enqueued into the outbox while replaying; nothing was replayed. Run the replay again to see which")]
+    EnqueuedMeanwhile,
     /// Replaying these would clash with events the outbox holds again.
-    #[error("dead letter(s) {ids} have an event_id the outbox already holds again (the producer enqueued the event anew?); leave them out (purge them) and replay the rest")]
+    #[error("dead letter(s) {ids} have an event_id the outbox already holds again (the producer enqueued the event anew?); nothing was replayed. Leave them out (or purge them: `postbox dlq purge --id N`, or the console) and replay the rest")]
     InOutbox {
         /// The dead-letter ids, comma-separated.
         ids: String,
@@ -41,7 +62,24 @@ impl OpsError {
     pub fn is_bad_input(&self) -> bool {
         matches!(
             self,
-            OpsError::BadInput(_) | OpsError::SelectionChanged { .. } | OpsError::InOutbox { .. }
+            OpsError::BadInput(_)
+                | OpsError::NoFilter { .. }
+                | OpsError::NothingMatches { .. }
+                | OpsError::EnqueuedMeanwhile
+                | OpsError::SelectionChanged { .. }
+                | OpsError::InOutbox { .. }
         )
+    }
+
+    /// A replay's unique violation: a producer enqueued a selected event
+    /// again meanwhile.
+    pub(crate) fn replay_clash(e: sqlx::Error) -> OpsError {
+        if e.as_database_error()
+            .is_some_and(|d| d.is_unique_violation())
+        {
+            OpsError::EnqueuedMeanwhile
+        } else {
+            OpsError::Database(e)
+        }
     }
 }

@@ -404,17 +404,16 @@ pub(super) async fn act(
                 )
             })?;
         let mut conn = c.0.pool.acquire().await?;
-        let n = dead_letters::act(
-            &mut conn,
-            &Queries::new(s),
+        let asked = dead_letters::Act {
             side,
             action,
-            &filter,
-            false,
-            Some(confirmed),
-            &caller.user.name,
-        )
-        .await?;
+            filter: &filter,
+            all: false,
+            confirmed: Some(confirmed),
+        };
+        let n = dead_letters::act(&mut conn, &Queries::new(s), &asked, &caller.user.name)
+            .await?
+            .len();
         Ok::<_, Failure>((action, side, n))
     }
     .await;

@@ -4,7 +4,8 @@
 use crate::{sql::Queries, SchemaName, UnknownChoice};
 use sqlx::PgConnection;
 
-/// How producers wake the relay (DESIGN.md §3).
+/// How producers wake the relay (docs: concepts/wake-up.md, and why in
+/// architecture.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WakeUp {
     /// A statement-level trigger sends one NOTIFY per producer statement.

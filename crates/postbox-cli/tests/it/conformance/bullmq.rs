@@ -177,7 +177,7 @@ impl BrokerFixture for BullmqFixture {
 
 async fn connection(url: &str) -> redis::aio::MultiplexedConnection {
     let client = redis::Client::open(url).unwrap();
-    client.get_multiplexed_async_connection().await.unwrap()
+    postbox_testkit::connect_retrying("Redis", || client.get_multiplexed_async_connection()).await
 }
 
 impl KillableBroker for BullmqFixture {

@@ -140,7 +140,7 @@ pub(super) fn relay<F: BrokerFixture>(
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut all_env = fx.relay_env();
     all_env.extend_from_slice(env);
-    ctx.relay("redis://127.0.0.1:1", &args, &all_env)
+    ctx.relay_with(&args, &all_env)
 }
 
 /// A valid W3C trace parent, different for each `i`.

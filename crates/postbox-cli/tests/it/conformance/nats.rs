@@ -29,7 +29,12 @@ pub(crate) fn stream_name(topic: &str) -> String {
 }
 
 async fn js(nats: &NatsServer) -> jetstream::Context {
-    jetstream::new(postbox_nats::async_nats::connect(nats.url()).await.unwrap())
+    let url = nats.url();
+    let client = postbox_testkit::connect_retrying("NATS", || {
+        postbox_nats::async_nats::connect(url.as_str())
+    })
+    .await;
+    jetstream::new(client)
 }
 
 impl BrokerFixture for NatsFixture {

@@ -28,14 +28,17 @@ struct RabbitFixture {
     channel: (Connection, Channel),
     /// Exchanges and queues made, removed by `cleanup`.
     made: Mutex<Vec<String>>,
+    /// The queues of `create_topic`, which a restart waits for.
+    queues: Mutex<Vec<String>>,
 }
 
 async fn channel(url: &str) -> (Connection, Channel) {
-    let conn = Connection::connect(url, ConnectionProperties::default())
-        .await
-        .expect("RabbitMQ runs (./scripts/test.sh starts it)");
-    let ch = conn.create_channel().await.unwrap();
-    (conn, ch)
+    postbox_testkit::connect_retrying("RabbitMQ", || async {
+        let conn = Connection::connect(url, ConnectionProperties::default()).await?;
+        let ch = conn.create_channel().await?;
+        Ok::<_, postbox_rabbitmq::lapin::Error>((conn, ch))
+    })
+    .await
 }
 
 /// Messages read by amqplib, in queue order (at least `n`, then what else
@@ -81,6 +84,7 @@ impl BrokerFixture for RabbitFixture {
             node,
             url,
             made: Mutex::default(),
+            queues: Mutex::default(),
         }
     }
 
@@ -94,6 +98,7 @@ impl BrokerFixture for RabbitFixture {
         ch.queue_declare(topic.into(), durable, FieldTable::default())
             .await
             .unwrap();
+        self.queues.lock().unwrap().push(topic.to_owned());
         ch.queue_bind(
             topic.into(),
             topic.into(),
@@ -210,6 +215,33 @@ impl KillableBroker for RabbitFixture {
             .restart()
             .await;
         self.channel = channel(&self.url).await;
+        // A node accepts connections before it has recovered every durable
+        // queue after a SIGKILL; until then its exchanges route nowhere
+        // (312 NO_ROUTE). Wait until each queue answers a passive declare.
+        let queues = self.queues.lock().unwrap().clone();
+        for queue in queues {
+            let conn = &self.channel.0;
+            wait_until(
+                LONG,
+                "the restarted RabbitMQ node to recover its queues",
+                || async {
+                    let Ok(ch) = conn.create_channel().await else {
+                        return false;
+                    };
+                    let passive = QueueDeclareOptions {
+                        passive: true,
+                        ..Default::default()
+                    };
+                    let found = ch
+                        .queue_declare(queue.as_str().into(), passive, FieldTable::default())
+                        .await
+                        .is_ok();
+                    let _ = ch.close(200, "checked".into()).await;
+                    found
+                },
+            )
+            .await;
+        }
     }
 }
 

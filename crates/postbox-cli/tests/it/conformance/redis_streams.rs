@@ -33,7 +33,7 @@ pub(crate) async fn ioredis_read(url: &str, stream: &str) -> Vec<Value> {
 
 async fn connection(url: &str) -> redis::aio::MultiplexedConnection {
     let client = redis::Client::open(url).unwrap();
-    client.get_multiplexed_async_connection().await.unwrap()
+    postbox_testkit::connect_retrying("Redis", || client.get_multiplexed_async_connection()).await
 }
 
 impl BrokerFixture for StreamsFixture {

@@ -316,3 +316,38 @@ async fn an_admin_replays_a_group_and_purges_a_consumer_dead_letter_a_viewer_can
     assert_eq!(audit[1]["selection"]["fingerprint"], fp.as_str());
     ctx.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_internal_error_answers_an_id_and_logs_the_cause_under_it() {
+    let ctx = Ctx::new("con_err").await;
+    let console = ConsoleProcess::start(&ctx.schema, &[]).await;
+    let c = Client::new(&console);
+    let s = &ctx.schema;
+    sqlx::query(&format!("DROP TABLE {s}.console_audit"))
+        .execute(&ctx.pool)
+        .await
+        .unwrap();
+    let (status, body) = c
+        .get(&format!("/api/v1/schemas/{s}/audit"), Some(VIEWER))
+        .await;
+    assert_eq!(status, 500, "{body}");
+    let message = body["error"].as_str().unwrap();
+    assert!(
+        !message.contains("console_audit") && !message.contains("relation"),
+        "the database's text stays in the log: {message}"
+    );
+    let id = message
+        .split("error id ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .unwrap_or_else(|| panic!("no error id in {message}"))
+        .to_owned();
+    assert_eq!(id.len(), 16, "{message}");
+    wait_until(LONG, "the log to name the id and the cause", || async {
+        let log = console.output();
+        log.lines()
+            .any(|l| l.contains(&id) && l.contains("console_audit"))
+    })
+    .await;
+    ctx.cleanup().await;
+}

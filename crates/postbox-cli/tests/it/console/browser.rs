@@ -139,7 +139,7 @@ async fn an_operator_sees_lag_and_replays_a_fixed_group_in_a_browser() {
             "--max-attempts",
             "1",
         ];
-        ctx.relay("redis://127.0.0.1:1", &args, &[])
+        ctx.relay_with(&args, &[])
     };
 
     // Three events to an exchange nobody declared: dead-lettered at once.

@@ -17,6 +17,7 @@ pub(crate) const VIEWER: &str = "viewer-token-0123456789abcdef";
 pub(crate) struct ConsoleProcess {
     _child: tokio::process::Child,
     pub(crate) base: String,
+    log: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
 impl ConsoleProcess {
@@ -54,11 +55,25 @@ impl ConsoleProcess {
         .await
         .expect("the console starts");
         // Keep draining its log so it never blocks on a full pipe.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        let log = std::sync::Arc::new(std::sync::Mutex::new(seen.join("\n")));
+        let kept = log.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                let mut log = kept.lock().unwrap();
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
         ConsoleProcess {
             _child: child,
             base: format!("http://{addr}"),
+            log,
         }
+    }
+
+    /// What it has logged so far.
+    pub(crate) fn output(&self) -> String {
+        self.log.lock().unwrap().clone()
     }
 }
 

@@ -70,11 +70,18 @@ impl Ctx {
         ]
     }
 
-    /// Start a relay on this schema publishing to `redis_url`.
+    /// Start a relay on this schema publishing to BullMQ at `redis_url`
+    /// (the default sink).
     pub fn relay(&self, redis_url: &str, extra: &[&str], env: &[(&str, &str)]) -> RelayProcess {
+        let mut args = vec!["--redis-url", redis_url];
+        args.extend_from_slice(extra);
+        self.relay_with(&args, env)
+    }
+
+    /// Start a relay on this schema with these flags besides the schema's
+    /// own: `--sink` and its settings among them.
+    pub fn relay_with(&self, extra: &[&str], env: &[(&str, &str)]) -> RelayProcess {
         let mut args = self.relay_args();
-        args.push("--redis-url".into());
-        args.push(redis_url.into());
         args.extend(extra.iter().map(|s| s.to_string()));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         RelayProcess::spawn(BIN, &args, env)

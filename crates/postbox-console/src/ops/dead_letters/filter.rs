@@ -1,7 +1,7 @@
 //! Which dead letters a request means: the filter both faces take, its checks,
 //! and its parameters bound in the order each side's statements expect.
 
-use super::Side;
+use super::{Action, Side};
 use crate::ops::OpsError;
 use serde::{Deserialize, Serialize};
 use sqlx::postgres::PgArguments;
@@ -37,6 +37,12 @@ pub struct Filter {
     /// Only these dead-letter ids.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ids: Vec<i64>,
+}
+
+/// A number of seconds as the command line takes it (`1h 30m`).
+fn seconds(s: f64) -> String {
+    humantime_serde::re::humantime::format_duration(std::time::Duration::from_secs_f64(s))
+        .to_string()
 }
 
 fn given(s: &Option<String>) -> Option<&str> {
@@ -78,8 +84,9 @@ impl Filter {
         }
         if let (Some(old), Some(new)) = (self.older_than_seconds, self.newer_than_seconds) {
             if old >= new {
+                let (old, new) = (seconds(old), seconds(new));
                 return Err(OpsError::BadInput(format!(
-                    "older_than_seconds {old} and newer_than_seconds {new} select nothing (a dead letter would be older than {old} s and newer than {new} s); did you swap them?"
+                    "older than {old} and newer than {new} select nothing: a dead letter would have to be both. Did you swap them?"
                 )));
             }
         }
@@ -87,6 +94,19 @@ impl Filter {
             return Err(OpsError::BadInput(
                 "at most 10000 ids at once: select a group or a filter instead".into(),
             ));
+        }
+        Ok(())
+    }
+
+    /// Refuse what cannot be meant, and an act on every dead letter of
+    /// `side` unless `all` asks for it by name.
+    pub fn check_act(&self, side: Side, action: Action, all: bool) -> Result<(), OpsError> {
+        self.check(side)?;
+        if self.is_empty() && !all {
+            return Err(OpsError::NoFilter {
+                action: action.as_str(),
+                side: side.as_str(),
+            });
         }
         Ok(())
     }

@@ -6,7 +6,7 @@
 mod act;
 mod filter;
 
-pub use act::{act, count, Action};
+pub use act::{act, count, refuse_clashes, Act, Action, Touched};
 pub use filter::Filter;
 
 use super::OpsError;
@@ -105,6 +105,18 @@ pub struct DeadLetter {
     pub fingerprint: String,
     /// When it was dead-lettered.
     pub dead_at: DateTime<Utc>,
+    /// When the producer wrote it (relay side).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<DateTime<Utc>>,
+    /// Where the consumer got it (consumer side: its wrapper's name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// When its handler first failed (consumer side).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_failed_at: Option<DateTime<Utc>>,
+    /// When a replay was asked for that no consumer has taken yet (consumer side).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replay_at: Option<DateTime<Utc>>,
     /// Relay side: the outbox already holds its event id again, so a replay
     /// would clash. Consumer side: a replay was asked and waits for a consumer.
     pub pending_elsewhere: bool,
@@ -121,6 +133,7 @@ struct RelayRow {
     headers: serde_json::Value,
     attempts: i32,
     last_error: String,
+    created_at: DateTime<Utc>,
     dead_at: DateTime<Utc>,
     in_outbox: bool,
     fingerprint: String,
@@ -137,8 +150,10 @@ struct ConsumerRow {
     key: Option<String>,
     payload: Vec<u8>,
     headers: serde_json::Value,
+    source: String,
     attempts: i32,
     last_error: String,
+    first_failed_at: DateTime<Utc>,
     dead_at: DateTime<Utc>,
     replay_at: Option<DateTime<Utc>>,
     fingerprint: String,
@@ -192,6 +207,10 @@ pub async fn list(
                     last_error: r.last_error,
                     fingerprint: r.fingerprint,
                     dead_at: r.dead_at,
+                    created_at: Some(r.created_at),
+                    source: None,
+                    first_failed_at: None,
+                    replay_at: None,
                     pending_elsewhere: r.in_outbox,
                 })
                 .collect();
@@ -223,6 +242,10 @@ pub async fn list(
                     last_error: r.last_error,
                     fingerprint: r.fingerprint,
                     dead_at: r.dead_at,
+                    created_at: None,
+                    source: Some(r.source),
+                    first_failed_at: Some(r.first_failed_at),
+                    replay_at: r.replay_at,
                     pending_elsewhere: r.replay_at.is_some(),
                 })
                 .collect();
