@@ -13,7 +13,8 @@
 //! Each window lasts `--duration`; the replay is interrupted at its end
 //! (SIGINT, as an operator would) and the next pace replays from the start.
 
-use super::drain::cases::{self, Broker, Case, Opened};
+use super::drain::broker::{Broker, Opened};
+use super::drain::cases::{self, Case};
 use super::latency::{Measure, Timeline};
 use super::parts::{pool, until_none};
 use super::report::{LatencyRow, LatencySection, Spread};

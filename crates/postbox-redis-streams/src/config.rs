@@ -20,7 +20,7 @@ pub enum PublishMode {
 }
 
 /// Redis Streams sink settings (`[redis_streams]` in the config file).
-#[derive(Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct RedisStreamsConfig {
     /// Redis URL (`redis://user:password@host:6379/0`, `rediss://…` for TLS).
@@ -61,20 +61,6 @@ impl Default for RedisStreamsConfig {
             format: Default::default(),
             cloudevents_mode: Default::default(),
         }
-    }
-}
-
-impl std::fmt::Debug for RedisStreamsConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisStreamsConfig")
-            .field("url", &self.url.redacted())
-            .field("stream", &self.stream)
-            .field("topics", &self.topics)
-            .field("maxlen", &self.maxlen)
-            .field("publish", &self.publish)
-            .field("format", &self.format)
-            .field("cloudevents_mode", &self.cloudevents_mode)
-            .finish()
     }
 }
 
@@ -155,6 +141,19 @@ const STREAM: postbox_relay::Template = postbox_relay::Template {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_hides_the_password() {
+        let c = RedisStreamsConfig {
+            url: postbox_relay::Secret::new("redis://:hunter2@127.0.0.1:6379"),
+            ..Default::default()
+        };
+        let shown = format!("{c:?}");
+        assert!(
+            !shown.contains("hunter2") && shown.contains("***"),
+            "{shown}"
+        );
+    }
 
     #[test]
     fn streams_from_the_template_and_bad_settings_named() {

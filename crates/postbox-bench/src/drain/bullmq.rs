@@ -1,7 +1,7 @@
 //! The drain's BullMQ destination: a queue of its own per run on the
 //! bench's Redis, obliterated afterwards.
 
-use super::cases::{Broker, Opened};
+use super::broker::{Broker, Opened};
 use crate::{BenchError, Ctx, Params};
 use postbox_bullmq::BullmqConfig;
 pub(super) use postbox_bullmq::PublishMode;

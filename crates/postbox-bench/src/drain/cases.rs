@@ -1,13 +1,11 @@
-//! The drain table: one [`Case`] per row the relay drains into, and the
-//! [`Broker`] seam a sink's bench file implements (ready a destination of its
-//! own for one run, build the sink from the relay's settings type, remove the
-//! destination). A new sink adds one entry to [`table`] and its file.
+//! The drain table: one [`Case`] per row the relay drains into, each with
+//! its sink's bench file's [`Broker`]. A new sink adds one entry to [`table`]
+//! and its file.
 
+use super::broker::Broker;
 use super::{bullmq, kafka, nats, rabbitmq, redis_streams, sqs, webhook};
-use crate::{BenchError, Ctx, Params};
-use futures::future::BoxFuture;
-use postbox_relay::{Destination, SentRows};
-use std::sync::Arc;
+use crate::Params;
+use postbox_relay::SentRows;
 
 /// One row of the drain table.
 pub(crate) struct Case {
@@ -22,27 +20,6 @@ pub(crate) struct Case {
     pub sent: SentRows,
     /// Where its events go, or the flag whose absence skips it.
     pub broker: Result<Box<dyn Broker>, &'static str>,
-}
-
-/// A broker (or receiver) a case writes to.
-#[async_trait::async_trait]
-pub(crate) trait Broker: Send + Sync {
-    /// Ready a destination of its own named after `what` (a topic, stream or
-    /// queue, and what else the broker needs) and build the sink that
-    /// publishes there, through the sink's settings type
-    /// ([`postbox_relay::SinkConfig::build`] with the run's relay settings,
-    /// as the relay builds it).
-    async fn open<'a>(&self, ctx: &'a Ctx, what: &str) -> Result<Opened<'a>, BenchError>;
-}
-
-/// A destination readied for one run.
-pub(crate) struct Opened<'a> {
-    /// The topic the events carry.
-    pub topic: String,
-    /// The sink, in the delivery layer, as the relay drives it.
-    pub sink: Arc<dyn Destination>,
-    /// Removes what [`Broker::open`] made (after the run, failed or not).
-    pub close: BoxFuture<'a, Result<(), BenchError>>,
 }
 
 /// Every row of the drain, in the order it runs and prints.
@@ -137,9 +114,4 @@ pub(crate) fn table(p: &Params) -> Vec<Case> {
             broker: nats::broker(p),
         },
     ]
-}
-
-/// `url` when given, else the flag that gives it (the case is skipped).
-pub(super) fn given(url: &Option<String>, flag: &'static str) -> Result<String, &'static str> {
-    url.clone().ok_or(flag)
 }

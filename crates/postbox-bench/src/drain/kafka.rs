@@ -2,7 +2,7 @@
 //! deleted through the admin API (brokers such as tansu do not auto-create
 //! topics, and the sink refuses to).
 
-use super::cases::{given, Broker, Opened};
+use super::broker::{given, Broker, Opened};
 use crate::{BenchError, Ctx, Params};
 use postbox_kafka::rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use postbox_kafka::rdkafka::client::DefaultClientContext;

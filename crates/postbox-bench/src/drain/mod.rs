@@ -5,6 +5,7 @@
 //! sink without PostgreSQL, [`raw`]). [`relayed`] times the relay; one file
 //! per broker readies its destinations.
 
+pub(crate) mod broker;
 mod bullmq;
 pub(crate) mod cases;
 mod kafka;

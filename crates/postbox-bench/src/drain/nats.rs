@@ -1,7 +1,7 @@
 //! The drain's NATS JetStream destination: a file-backed stream of its own
 //! per run, whose one subject is the topic, deleted afterwards.
 
-use super::cases::{given, Broker, Opened};
+use super::broker::{given, Broker, Opened};
 use crate::{BenchError, Ctx, Params};
 use postbox_nats::async_nats::jetstream::{self, stream};
 use postbox_nats::NatsConfig;

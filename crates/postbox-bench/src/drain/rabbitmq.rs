@@ -2,7 +2,7 @@
 //! run, both named after the topic (the sink's default routing), removed
 //! afterwards.
 
-use super::cases::{given, Broker, Opened};
+use super::broker::{given, Broker, Opened};
 use crate::{BenchError, Ctx, Params};
 use postbox_rabbitmq::lapin::options::{ExchangeDeleteOptions, QueueDeleteOptions};
 use postbox_rabbitmq::lapin::{Connection, ConnectionProperties};

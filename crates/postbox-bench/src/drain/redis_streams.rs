@@ -1,7 +1,7 @@
 //! The drain's Redis Streams destination: a stream of its own per run on the
 //! bench's Redis, deleted afterwards.
 
-use super::cases::{Broker, Opened};
+use super::broker::{Broker, Opened};
 use crate::{BenchError, Ctx, Params};
 use postbox_redis_streams::redis;
 pub(super) use postbox_redis_streams::PublishMode;

@@ -1,7 +1,7 @@
 //! The drain's SQS destination: a FIFO queue of its own per run at the
 //! endpoint given (a local SQS-compatible server, or AWS), deleted afterwards.
 
-use super::cases::{given, Broker, Opened};
+use super::broker::{given, Broker, Opened};
 use crate::{BenchError, Ctx, Params};
 use postbox_relay::SinkConfig;
 use postbox_sqs::aws_sdk_sqs::{self, error::DisplayErrorContext, types::QueueAttributeName};

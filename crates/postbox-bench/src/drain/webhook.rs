@@ -1,7 +1,7 @@
 //! The drain's webhook destination: a receiver of its own per run in this
 //! process, answering 200 at once to every POST, stopped afterwards.
 
-use super::cases::{Broker, Opened};
+use super::broker::{Broker, Opened};
 use crate::{BenchError, Ctx};
 use postbox_relay::{Secret, SinkConfig};
 use postbox_webhook::WebhookConfig;

@@ -9,6 +9,7 @@
 //! [`pace`]); stops cleanly at SIGINT or SIGTERM after the chunk in flight and
 //! prints how to resume.
 
+mod follow;
 mod pace;
 
 use crate::table::{cells, table};
@@ -22,7 +23,8 @@ use sqlx::{Connection, PgConnection};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-use pace::{Follow, Rate};
+use follow::Pacer;
+use pace::Rate;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -131,6 +133,51 @@ fn at(t: DateTime<Utc>) -> String {
 }
 
 pub async fn run(a: Args, shutdown: CancellationToken) -> Result<(), CliError> {
+    check_flags(&a)?;
+    let (schema, mut conn) = a.target.open("postbox replay").await?;
+    let q = Queries::new(&schema);
+    let sel = selection(&mut conn, &a).await?;
+    let plan = plan(&mut conn, &q, &sel, a.after_id).await?;
+    let total: i64 = plan.iter().map(|p| p.events).sum();
+    if total == 0 {
+        return Err(nothing_retained(&mut conn, &q, &schema, &sel).await);
+    }
+    print_plan(&schema, &sel, &plan, total, a.yes);
+    if !a.yes {
+        let pace = match a.rate {
+            Rate::Auto => "as fast as the relay sends them beside live events".to_string(),
+            Rate::Fixed(0) => "as fast as the database takes them".to_string(),
+            Rate::Fixed(rate) => format!(
+                "at {rate} events/s, about {}",
+                postbox::display_duration(Duration::from_secs_f64(total as f64 / rate as f64))
+            ),
+        };
+        println!("dry run: nothing changed; run again with --yes to send them again ({pace})");
+        return Ok(());
+    }
+    let done = send_again(&mut conn, &q, &schema, &sel, &a, total, &shutdown).await?;
+    if done.interrupted {
+        return Err(format!(
+            "interrupted after {} of {total} events (through id {}); resume with:\n  {}",
+            done.replayed,
+            done.through,
+            resume_command(&schema, &sel, a.rate, done.through)
+        )
+        .into());
+    }
+    println!(
+        "replayed {} event(s) of schema {schema} in {}: the relay sends them {}as it sends new events",
+        done.replayed,
+        postbox::display_duration(done.took),
+        sel.to_topic
+            .as_ref()
+            .map_or(String::new(), |t| format!("to topic {t:?} "))
+    );
+    Ok(())
+}
+
+/// Refuse empty names before connecting.
+fn check_flags(a: &Args) -> Result<(), CliError> {
     if a.topics.iter().any(|t| t.is_empty()) {
         return Err("--topic must not be empty".into());
     }
@@ -142,8 +189,11 @@ pub async fn run(a: Args, shutdown: CancellationToken) -> Result<(), CliError> {
             "--to-topic must not be empty: leave it out to replay to each event's own topic".into(),
         );
     }
-    let (schema, mut conn) = a.target.open("postbox replay").await?;
-    let q = Queries::new(&schema);
+    Ok(())
+}
+
+/// The flags' selection, its times resolved on the database's clock.
+async fn selection(conn: &mut PgConnection, a: &Args) -> Result<Selection, CliError> {
     let mut tx = conn.begin().await?;
     let now: DateTime<Utc> = statement_scalar("SELECT now()").fetch_one(&mut *tx).await?;
     tx.commit().await?;
@@ -170,79 +220,59 @@ pub async fn run(a: Args, shutdown: CancellationToken) -> Result<(), CliError> {
         )
         .into());
     }
-    let plan = plan(&mut conn, &q, &sel, a.after_id).await?;
-    let total: i64 = plan.iter().map(|p| p.events).sum();
-    if total == 0 {
+    Ok(sel)
+}
+
+/// Why a selection holds nothing: what is retained, and for how long.
+async fn nothing_retained(
+    conn: &mut PgConnection,
+    q: &Queries,
+    schema: &SchemaName,
+    sel: &Selection,
+) -> CliError {
+    let oldest = async {
         let mut tx = conn.begin().await?;
         let oldest: Option<DateTime<Utc>> = statement_scalar(&q.outbox_retained_oldest)
             .fetch_optional(&mut *tx)
             .await?;
         tx.commit().await?;
-        let retained = match oldest {
-            Some(t) => format!("the oldest sent event retained was created at {}", at(t)),
-            None => "no sent events are retained at all".into(),
-        };
-        return Err(format!(
-            "no sent events of schema {schema} created from {} to {}{}{} are retained to replay ({retained}). Relays keep sent events for outbox_retention (1h by default) with sent = \"mark\", and none with sent = \"delete\"",
-            at(sel.since),
-            at(sel.until),
-            sel.topics.as_ref().map_or(String::new(), |t| format!(" of topic(s) {}", t.join(", "))),
-            sel.key.as_ref().map_or(String::new(), |k| format!(" with key {k:?}")),
-        )
-        .into());
-    }
-    print_plan(&schema, &sel, &plan, total, a.yes);
-    if !a.yes {
-        let pace = match a.rate {
-            Rate::Auto => "as fast as the relay sends them beside live events".to_string(),
-            Rate::Fixed(0) => "as fast as the database takes them".to_string(),
-            Rate::Fixed(rate) => format!(
-                "at {rate} events/s, about {}",
-                postbox::display_duration(Duration::from_secs_f64(total as f64 / rate as f64))
-            ),
-        };
-        println!("dry run: nothing changed; run again with --yes to send them again ({pace})");
-        return Ok(());
-    }
-    let resume = |through: i64| {
-        // Microseconds, as PostgreSQL keeps them: the same selection exactly.
-        let exact = |t: DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Micros, true);
-        let mut cmd = format!(
-            "postbox replay --schema {schema} --since {} --until {}",
-            exact(sel.since),
-            exact(sel.until)
-        );
-        for t in sel.topics.iter().flatten() {
-            cmd.push_str(&format!(" --topic {}", shell_word(t)));
-        }
-        if let Some(k) = &sel.key {
-            cmd.push_str(&format!(" --key {}", shell_word(k)));
-        }
-        if let Some(t) = &sel.to_topic {
-            cmd.push_str(&format!(" --to-topic {}", shell_word(t)));
-        }
-        cmd.push_str(&format!(" --rate {} --after-id {through} --yes", a.rate));
-        cmd
+        Ok::<_, sqlx::Error>(oldest)
     };
-    let done = send_again(&mut conn, &q, &schema, &sel, &a, total, &shutdown).await?;
-    if done.interrupted {
-        return Err(format!(
-            "interrupted after {} of {total} events (through id {}); resume with:\n  {}",
-            done.replayed,
-            done.through,
-            resume(done.through)
-        )
-        .into());
-    }
-    println!(
-        "replayed {} event(s) of schema {schema} in {}: the relay sends them {}as it sends new events",
-        done.replayed,
-        postbox::display_duration(done.took),
-        sel.to_topic
-            .as_ref()
-            .map_or(String::new(), |t| format!("to topic {t:?} "))
+    let retained = match oldest.await {
+        Ok(Some(t)) => format!("the oldest sent event retained was created at {}", at(t)),
+        Ok(None) => "no sent events are retained at all".into(),
+        Err(e) => return e.into(),
+    };
+    format!(
+        "no sent events of schema {schema} created from {} to {}{}{} are retained to replay ({retained}). Relays keep sent events for outbox_retention (1h by default) with sent = \"mark\", and none with sent = \"delete\"",
+        at(sel.since),
+        at(sel.until),
+        sel.topics.as_ref().map_or(String::new(), |t| format!(" of topic(s) {}", t.join(", "))),
+        sel.key.as_ref().map_or(String::new(), |k| format!(" with key {k:?}")),
+    )
+    .into()
+}
+
+/// The command that resumes an interrupted replay after id `through`.
+fn resume_command(schema: &SchemaName, sel: &Selection, rate: Rate, through: i64) -> String {
+    // Microseconds, as PostgreSQL keeps them: the same selection exactly.
+    let exact = |t: DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Micros, true);
+    let mut cmd = format!(
+        "postbox replay --schema {schema} --since {} --until {}",
+        exact(sel.since),
+        exact(sel.until)
     );
-    Ok(())
+    for t in sel.topics.iter().flatten() {
+        cmd.push_str(&format!(" --topic {}", shell_word(t)));
+    }
+    if let Some(k) = &sel.key {
+        cmd.push_str(&format!(" --key {}", shell_word(k)));
+    }
+    if let Some(t) = &sel.to_topic {
+        cmd.push_str(&format!(" --to-topic {}", shell_word(t)));
+    }
+    cmd.push_str(&format!(" --rate {rate} --after-id {through} --yes"));
+    cmd
 }
 
 /// Per topic, what the selection holds from `after_id` on.
@@ -315,11 +345,7 @@ async fn send_again(
     shutdown: &CancellationToken,
 ) -> Result<Done, CliError> {
     let start = Instant::now();
-    let mut follow = Follow::new(a.chunk);
-    let mut live = match a.rate {
-        Rate::Auto => Some(LiveWatch::start(conn, q).await?),
-        Rate::Fixed(_) => None,
-    };
+    let mut pacer = Pacer::new(conn, q, a.rate, a.chunk).await?;
     let mut done = Done {
         replayed: 0,
         through: a.after_id,
@@ -327,69 +353,41 @@ async fn send_again(
         interrupted: false,
     };
     let mut last_report = Instant::now();
-    let mut said_slow = false;
     while !shutdown.is_cancelled() {
-        let size = match a.rate {
-            Rate::Auto => follow.size(),
-            Rate::Fixed(0) => a.chunk,
-            // A tenth of a second's worth at a time: the live events beside
-            // it meet no burst of a whole second's.
-            Rate::Fixed(rate) => a.chunk.min((rate as i64 / 10).max(1)),
-        };
+        let size = pacer.size();
         let Some(ids) = next_chunk(conn, q, schema, sel, &mut done, size).await? else {
             break;
         };
-        let pause = match a.rate {
-            Rate::Auto => match until_sent(conn, q, &ids, shutdown).await? {
-                Some(took) => {
-                    let waits = match live.as_mut() {
-                        Some(watch) => watch.look(conn, q, &ids).await?,
-                        None => None,
-                    };
-                    follow.sent(took, waits)
-                }
-                None => {
-                    if !said_slow && !shutdown.is_cancelled() {
-                        said_slow = true;
-                        eprintln!("the relay has not sent the replay's last {} event(s) within {}: is a relay running for schema {schema}, or is a key of them held (postbox status)? The replay goes on in smaller chunks", ids.len(), postbox::display_duration(pace::GIVE_UP));
-                    }
-                    follow.gave_up()
-                }
-            },
-            Rate::Fixed(0) => Duration::ZERO,
-            Rate::Fixed(rate) => {
-                let due = start + Duration::from_secs_f64(done.replayed as f64 / rate as f64);
-                due.saturating_duration_since(Instant::now())
-            }
-        };
+        let pause = pacer
+            .after_chunk(conn, q, schema, &ids, done.replayed, shutdown)
+            .await?;
         tokio::select! {
             _ = tokio::time::sleep(pause) => {}
             _ = shutdown.cancelled() => {}
         }
-        if let Some(watch) = live.as_mut().filter(|_| !pause.is_zero()) {
-            follow.paused(watch.look(conn, q, &[]).await?);
-        }
+        pacer.after_pause(conn, q, pause).await?;
         // After the pause: the rate counts the time these took too.
         if last_report.elapsed() >= Duration::from_secs(1) {
             last_report = Instant::now();
-            let secs = start.elapsed().as_secs_f64().max(0.001);
-            let following = match a.rate {
-                Rate::Auto => format!(", following the relay in chunks of {}", follow.size()),
-                Rate::Fixed(_) => String::new(),
-            };
-            eprintln!(
-                "replayed {} of {total} ({:.0} %) at {:.0} events/s{following}, through id {} (to resume: --after-id {})",
-                done.replayed,
-                100.0 * done.replayed as f64 / total.max(1) as f64,
-                done.replayed as f64 / secs,
-                done.through,
-                done.through
-            );
+            progress(&done, total, start.elapsed(), &pacer.following());
         }
     }
     done.interrupted = shutdown.is_cancelled();
     done.took = start.elapsed();
     Ok(done)
+}
+
+/// The progress line, every second.
+fn progress(done: &Done, total: i64, took: Duration, following: &str) {
+    let secs = took.as_secs_f64().max(0.001);
+    eprintln!(
+        "replayed {} of {total} ({:.0} %) at {:.0} events/s{following}, through id {} (to resume: --after-id {})",
+        done.replayed,
+        100.0 * done.replayed as f64 / total.max(1) as f64,
+        done.replayed as f64 / secs,
+        done.through,
+        done.through
+    );
 }
 
 /// Make the next `size` rows of the selection unsent again, in one
@@ -428,76 +426,6 @@ async fn next_chunk(
     done.replayed += replayed;
     done.through = through;
     Ok(Some(ids))
-}
-
-/// The live events `--rate auto` watches: those written since the replay
-/// began, a look at a time (outbox_replay_live_waits.sql).
-struct LiveWatch {
-    through: i64,
-}
-
-impl LiveWatch {
-    async fn start(conn: &mut PgConnection, q: &Queries) -> Result<Self, CliError> {
-        let mut tx = conn.begin().await?;
-        let through: i64 = statement_scalar(&q.outbox_replay_live_start)
-            .fetch_one(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(LiveWatch { through })
-    }
-
-    /// The longest wait of the live events written since the last look
-    /// (`None`: none was), `in_flight` the chunk the relay may still be
-    /// sending.
-    async fn look(
-        &mut self,
-        conn: &mut PgConnection,
-        q: &Queries,
-        in_flight: &[i64],
-    ) -> Result<Option<Duration>, CliError> {
-        let mut tx = conn.begin().await?;
-        let (longest_us, through): (Option<i64>, i64) = statement_as(&q.outbox_replay_live_waits)
-            .bind(self.through)
-            .bind(in_flight)
-            .fetch_one(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        self.through = through;
-        Ok(longest_us.map(|us| Duration::from_micros(us.max(0) as u64)))
-    }
-}
-
-/// Wait until the relay has sent `ids` (or they wait out a backoff): how
-/// long that took, or `None` if it did not within [`pace::GIVE_UP`] (or
-/// shutdown was asked).
-async fn until_sent(
-    conn: &mut PgConnection,
-    q: &Queries,
-    ids: &[i64],
-    shutdown: &CancellationToken,
-) -> Result<Option<Duration>, CliError> {
-    let start = Instant::now();
-    while !ids.is_empty() {
-        // In a transaction, as every statement here: behind a transaction
-        // pooler its parse and execute then reach one session.
-        let mut tx = conn.begin().await?;
-        let left: i64 = statement_scalar(&q.outbox_replay_unsent)
-            .bind(ids)
-            .fetch_one(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        if left == 0 {
-            break;
-        }
-        if start.elapsed() >= pace::GIVE_UP {
-            return Ok(None);
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(pace::LOOK_EVERY) => {}
-            _ = shutdown.cancelled() => return Ok(None),
-        }
-    }
-    Ok(Some(start.elapsed()))
 }
 
 #[cfg(test)]

@@ -160,6 +160,59 @@ struct ConsumerRow {
     matching: i64,
 }
 
+impl From<RelayRow> for DeadLetter {
+    fn from(r: RelayRow) -> Self {
+        DeadLetter {
+            side: Side::Relay,
+            id: r.id,
+            message_id: r.event_id.to_string(),
+            consumer: None,
+            topic: r.topic,
+            event: Some(r.event),
+            key: r.key,
+            payload: r.payload,
+            headers: r.headers,
+            attempts: r.attempts,
+            last_error: r.last_error,
+            fingerprint: r.fingerprint,
+            dead_at: r.dead_at,
+            created_at: Some(r.created_at),
+            source: None,
+            first_failed_at: None,
+            replay_at: None,
+            pending_elsewhere: r.in_outbox,
+        }
+    }
+}
+
+impl From<ConsumerRow> for DeadLetter {
+    fn from(r: ConsumerRow) -> Self {
+        DeadLetter {
+            side: Side::Consumer,
+            id: r.id,
+            message_id: r.message_id,
+            consumer: Some(r.consumer),
+            topic: r.topic,
+            event: r.name,
+            key: r.key,
+            // The payload as JSON when it is, else as (lossy) text.
+            payload: serde_json::from_slice(&r.payload).unwrap_or_else(|_| {
+                serde_json::Value::String(String::from_utf8_lossy(&r.payload).into_owned())
+            }),
+            headers: r.headers,
+            attempts: r.attempts,
+            last_error: r.last_error,
+            fingerprint: r.fingerprint,
+            dead_at: r.dead_at,
+            created_at: None,
+            source: Some(r.source),
+            first_failed_at: Some(r.first_failed_at),
+            replay_at: r.replay_at,
+            pending_elsewhere: r.replay_at.is_some(),
+        }
+    }
+}
+
 /// A page of dead letters.
 #[derive(Debug, Serialize)]
 pub struct Page {
@@ -182,7 +235,7 @@ pub async fn list(
 ) -> Result<Page, OpsError> {
     filter.check(side)?;
     let mut tx = conn.begin().await?;
-    let (items, matching) = match side {
+    let (items, matching): (Vec<DeadLetter>, i64) = match side {
         Side::Relay => {
             let rows: Vec<RelayRow> = filter
                 .bind_relay(statement_as(&q.dead_letter_list))
@@ -191,30 +244,7 @@ pub async fn list(
                 .fetch_all(&mut *tx)
                 .await?;
             let matching = rows.first().map_or(0, |r| r.matching);
-            let items: Vec<DeadLetter> = rows
-                .into_iter()
-                .map(|r| DeadLetter {
-                    side,
-                    id: r.id,
-                    message_id: r.event_id.to_string(),
-                    consumer: None,
-                    topic: r.topic,
-                    event: Some(r.event),
-                    key: r.key,
-                    payload: r.payload,
-                    headers: r.headers,
-                    attempts: r.attempts,
-                    last_error: r.last_error,
-                    fingerprint: r.fingerprint,
-                    dead_at: r.dead_at,
-                    created_at: Some(r.created_at),
-                    source: None,
-                    first_failed_at: None,
-                    replay_at: None,
-                    pending_elsewhere: r.in_outbox,
-                })
-                .collect();
-            (items, matching)
+            (rows.into_iter().map(DeadLetter::from).collect(), matching)
         }
         Side::Consumer => {
             let rows: Vec<ConsumerRow> = filter
@@ -224,32 +254,7 @@ pub async fn list(
                 .fetch_all(&mut *tx)
                 .await?;
             let matching = rows.first().map_or(0, |r| r.matching);
-            let items: Vec<DeadLetter> = rows
-                .into_iter()
-                .map(|r| DeadLetter {
-                    side,
-                    id: r.id,
-                    message_id: r.message_id,
-                    consumer: Some(r.consumer),
-                    topic: r.topic,
-                    event: r.name,
-                    key: r.key,
-                    payload: serde_json::from_slice(&r.payload).unwrap_or_else(|_| {
-                        serde_json::Value::String(String::from_utf8_lossy(&r.payload).into_owned())
-                    }),
-                    headers: r.headers,
-                    attempts: r.attempts,
-                    last_error: r.last_error,
-                    fingerprint: r.fingerprint,
-                    dead_at: r.dead_at,
-                    created_at: None,
-                    source: Some(r.source),
-                    first_failed_at: Some(r.first_failed_at),
-                    replay_at: r.replay_at,
-                    pending_elsewhere: r.replay_at.is_some(),
-                })
-                .collect();
-            (items, matching)
+            (rows.into_iter().map(DeadLetter::from).collect(), matching)
         }
     };
     tx.commit().await?;
