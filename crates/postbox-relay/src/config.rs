@@ -299,41 +299,64 @@ impl Config {
 
     /// Check every field; returns the validated schema names.
     pub fn validate(&self) -> Result<Vec<SchemaName>, ConfigError> {
-        let err = |field, reason: String| Err(ConfigError { field, reason });
+        self.validate_database_url()?;
+        self.cloudevents_sources()?;
+        let schemas = self.validate_schemas()?;
+        self.validate_sizes()?;
+        self.validate_durations()?;
+        Ok(schemas)
+    }
+
+    fn validate_database_url(&self) -> Result<(), ConfigError> {
+        let err = |reason: String| {
+            Err(ConfigError {
+                field: "database_url",
+                reason,
+            })
+        };
         if self.database_url.expose().is_empty() {
             return err(
-                "database_url",
                 "missing: pass --database-url or set POSTBOX_DATABASE_URL / DATABASE_URL".into(),
             );
         }
         if !self.database_url.expose().starts_with("postgres://")
             && !self.database_url.expose().starts_with("postgresql://")
         {
-            return err(
-                "database_url",
-                format!(
-                    "{} is not a postgres:// or postgresql:// URL",
-                    self.database_url
-                ),
-            );
+            return err(format!(
+                "{} is not a postgres:// or postgresql:// URL",
+                self.database_url
+            ));
         }
         if let Err(e) = self.servers() {
-            return err("database_url", e.to_string());
+            return err(e.to_string());
         }
-        self.cloudevents_sources()?;
+        Ok(())
+    }
+
+    fn validate_schemas(&self) -> Result<Vec<SchemaName>, ConfigError> {
+        let err = |reason: String| {
+            Err(ConfigError {
+                field: "schemas",
+                reason,
+            })
+        };
         if self.schemas.is_empty() {
-            return err("schemas", "empty: name at least one schema".into());
+            return err("empty: name at least one schema".into());
         }
         let mut schemas = Vec::new();
         for s in &self.schemas {
             match SchemaName::new(s) {
-                Ok(s) if schemas.contains(&s) => {
-                    return err("schemas", format!("{s:?} is listed twice"))
-                }
+                Ok(s) if schemas.contains(&s) => return err(format!("{s:?} is listed twice")),
                 Ok(s) => schemas.push(s),
-                Err(e) => return err("schemas", e.to_string()),
+                Err(e) => return err(e.to_string()),
             }
         }
+        Ok(schemas)
+    }
+
+    /// Counts and sizes.
+    fn validate_sizes(&self) -> Result<(), ConfigError> {
+        let err = |field, reason: String| Err(ConfigError { field, reason });
         if !(1..=64).contains(&self.workers) {
             return err("workers", format!("{} is outside 1..=64", self.workers));
         }
@@ -356,6 +379,19 @@ impl Config {
                 format!("{} must be at least 1", self.max_attempts),
             );
         }
+        if !(1..=100_000).contains(&self.retention_batch) {
+            return err(
+                "retention_batch",
+                format!("{} is outside 1..=100000", self.retention_batch),
+            );
+        }
+        Ok(())
+    }
+
+    /// Durations: none zero, the ranges in order, the session timeout
+    /// longer than a healthy worker's silences.
+    fn validate_durations(&self) -> Result<(), ConfigError> {
+        let err = |field, reason: String| Err(ConfigError { field, reason });
         for (field, d) in [
             ("poll_interval", self.poll_interval),
             ("rebalance_interval", self.rebalance_interval),
@@ -375,12 +411,6 @@ impl Config {
             if d.is_zero() {
                 return err(field, "must be greater than zero".into());
             }
-        }
-        if !(1..=100_000).contains(&self.retention_batch) {
-            return err(
-                "retention_batch",
-                format!("{} is outside 1..=100000", self.retention_batch),
-            );
         }
         if self.backoff_min > self.backoff_max {
             return err("backoff_min", "is greater than backoff_max".into());
@@ -404,7 +434,7 @@ impl Config {
         if self.retry_min > self.retry_max {
             return err("retry_min", "is greater than retry_max".into());
         }
-        Ok(schemas)
+        Ok(())
     }
 }
 

@@ -5,7 +5,7 @@ use crate::connection::{connect, DatabaseUrl, Flag};
 use crate::table::{clip, table};
 use crate::CliError;
 use postbox::{SchemaName, PARTITIONS};
-use postbox_console::ops::status::{age, schema_status, RelayState, SchemaStatus};
+use postbox_console::ops::status::{age, schema_status, Instance, RelayState, SchemaStatus};
 use postbox_console::OpsError;
 
 #[derive(clap::Args)]
@@ -169,6 +169,32 @@ fn render_relays(s: &SchemaStatus) -> String {
             String::new()
         },
     ));
+    out.push_str(&indent(&relays_table(&s.relays)));
+    // Under the table, the relays that do not publish, the most urgent
+    // first: what is wrong, since when, and what happens to their keys.
+    let mut trouble: Vec<_> = s
+        .relays
+        .iter()
+        .filter(|r| r.state != RelayState::Publishing)
+        .collect();
+    trouble.sort_by_key(|r| urgency(r.state));
+    for r in trouble {
+        let mark = if r.state == RelayState::Unknown {
+            '?'
+        } else {
+            '!'
+        };
+        out.push_str(&format!(
+            "  {mark} {} {}\n",
+            flat(&r.instance),
+            flat(&r.summary)
+        ));
+    }
+    out
+}
+
+/// One line per relay: its state, host, sessions and partitions.
+fn relays_table(relays: &[Instance]) -> String {
     let mut t = vec![vec![
         "INSTANCE".to_string(),
         "STATE".into(),
@@ -179,7 +205,7 @@ fn render_relays(s: &SchemaStatus) -> String {
         "CLIENT".into(),
         "SESSION_START".into(),
     ]];
-    for r in &s.relays {
+    for r in relays {
         // A relay standing by, or stale, may hold no session: nothing to say
         // of sessions it does not have.
         let none = r.sessions == 0;
@@ -207,28 +233,7 @@ fn render_relays(s: &SchemaStatus) -> String {
             },
         ]);
     }
-    out.push_str(&indent(&table(&t)));
-    // Under the table, the relays that do not publish, the most urgent
-    // first: what is wrong, since when, and what happens to their keys.
-    let mut trouble: Vec<_> = s
-        .relays
-        .iter()
-        .filter(|r| r.state != RelayState::Publishing)
-        .collect();
-    trouble.sort_by_key(|r| urgency(r.state));
-    for r in trouble {
-        let mark = if r.state == RelayState::Unknown {
-            '?'
-        } else {
-            '!'
-        };
-        out.push_str(&format!(
-            "  {mark} {} {}\n",
-            flat(&r.instance),
-            flat(&r.summary)
-        ));
-    }
-    out
+    table(&t)
 }
 
 /// The order of the lines under the relays table: keys waiting first.
